@@ -1,0 +1,375 @@
+"""Command processor: picks a channel, decodes its methods, dispatches work.
+
+Arbitration: among channels with decodable work (data in the FIFO, or a method waiting to be
+replayed) that are not parked, blocked or in error, the highest priority level wins, round
+robin within a level. The CP re-arbitrates when the channel runs dry, after each dispatch, and
+after an acquire that parks it.
+
+Per-channel decode state (method address, remaining count, mode, subchannel, semaphore address
+and payload, launch descriptor and copy registers, dispatch sequence number) lives in a
+context memory; switching channels saves the current context and loads the next in one cycle,
+so a switch costs two cycles and a method may span any number of switches.
+
+Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
+FIFO read returns). A dispatch holds the CP until the engine takes the record. WFI holds the
+whole CP (every channel) until all dispatched work has completed.
+
+Errors: an illegal header, method, subchannel or semaphore operation, or a fetch fault
+reported by the fetcher, puts that channel in ERROR with a readable cause and raises the
+interrupt; the CP goes on with the other channels. MMIO STATE write 1 clears it.
+"""
+
+from amaranth import Module, Signal, Array, Mux, Cat, Const
+from amaranth.lib import wiring, stream, data
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .arbiter import PriorityRoundRobin
+from .fetcher import fault_layout
+from .layouts import (SecOp, MethodHeader, Method, Subchannel, SemOp, SemExecute, Reduction,
+                      ChannelState, ErrorCause, CPState, HOST_METHOD_LIMIT, COMPUTE_METHODS,
+                      COPY_METHODS, ADDR_BITS, launch_record_layout, copy_record_layout)
+from .syncpoint import release_layout, acquire_layout, ReleaseKind
+
+
+def context_layout(cfg):
+    return data.StructLayout({
+        "method": 12, "count": 13, "mode": SecOp, "subchannel": 3,
+        "sem_address": ADDR_BITS, "payload": 64,
+        "descriptor": ADDR_BITS, "src": ADDR_BITS, "dst": ADDR_BITS, "length": 32,
+        "seq": cfg.seq_bits, "replay_data": 32,
+    })
+
+
+HOST_METHODS = (Method.NOP, Method.NON_STALL_INTERRUPT, Method.SEM_ADDR_LO, Method.SEM_ADDR_HI,
+                Method.SEM_PAYLOAD_LO, Method.SEM_PAYLOAD_HI, Method.SEM_EXECUTE, Method.WFI)
+
+
+class CommandProcessor(wiring.Component):
+    def __init__(self, cfg):
+        self.cfg = cfg
+        n, cb = cfg.channels, cfg.chan_bits
+        super().__init__({
+            "read_channel": Out(cb),
+            "read_pop": Out(1),
+            "read_data": In(32),
+            "nonempty": In(n),
+            "priority": In(data.ArrayLayout(cfg.prio_bits, n)),
+            "release": Out(stream.Signature(release_layout(cfg))),
+            "acquire": Out(stream.Signature(acquire_layout(cfg))),
+            "acquire_met": In(1),
+            "parked": In(n),
+            "release_busy": In(n),
+            "all_complete": In(1),
+            "dispatched": Out(stream.Signature(cb)),
+            "compute": Out(stream.Signature(launch_record_layout(cfg))),
+            "copy": Out(stream.Signature(copy_record_layout(cfg))),
+            "fault": In(stream.Signature(fault_layout(cfg))),
+            "clear_error": In(stream.Signature(cb)),
+            "clear_interrupt": In(2),
+            "error_mask": Out(n),
+            "interrupt": Out(1),
+            "interrupt_status": Out(2),
+            "query_channel": In(cb),
+            "query_state": Out(8),
+            "state": Out(CPState),
+            "channel": Out(cb),
+            "quiescent": Out(1),
+        })
+
+    def elaborate(self, platform):
+        cfg = self.cfg
+        m = Module()
+        n = cfg.channels
+        ctx_layout = context_layout(cfg)
+
+        m.submodules.contexts = ctx_mem = Memory(shape=ctx_layout, depth=n, init=[])
+        ctx_wp = ctx_mem.write_port()
+        ctx_rp = ctx_mem.read_port(transparent_for=(ctx_wp,))
+
+        m.submodules.arb = arb = PriorityRoundRobin(n, cfg.priority_levels)
+
+        state = Signal(CPState)
+        chan = Signal(cfg.chan_bits)
+        ctx = Signal(ctx_layout)
+        loaded = Signal()           # ctx holds chan's live context (to be saved on a switch)
+        replay = Signal(n)          # channel has a method word to execute again
+        fresh = Signal(n)           # channel's stored context is stale (after an error clear)
+        err = Signal(n)
+        cause = Array(Signal(ErrorCause, name=f"cause{i}") for i in range(n))
+        intr = Signal(2)            # bit0 channel error, bit1 non-stall interrupt
+        from_replay = Signal()
+
+        m.d.comb += [self.state.eq(state), self.channel.eq(chan), self.error_mask.eq(err),
+                     self.interrupt_status.eq(intr), self.interrupt.eq(intr.any()),
+                     self.read_channel.eq(chan)]
+
+        # -- channel states (named per channel so that waveforms show them) --
+        blocked = Signal(n)
+        m.d.comb += blocked.eq(replay & self.release_busy)
+        runnable = Signal(n)
+        for i in range(n):
+            st = Signal(ChannelState, name=f"ch{i}_state")
+            with m.If(err[i]):
+                m.d.comb += st.eq(ChannelState.ERROR)
+            with m.Elif(self.parked[i]):
+                m.d.comb += st.eq(ChannelState.PARKED)
+            with m.Elif(blocked[i]):
+                m.d.comb += st.eq(ChannelState.BLOCKED)
+            with m.Elif(self.nonempty[i] | replay[i]):
+                m.d.comb += st.eq(ChannelState.READY)
+            with m.Else():
+                m.d.comb += st.eq(ChannelState.IDLE)
+            m.d.comb += runnable[i].eq(st == ChannelState.READY)
+            with m.If(self.query_channel == i):
+                m.d.comb += self.query_state.eq(st.as_value() | (cause[i].as_value() << 4))
+        m.d.comb += [arb.requests.eq(runnable), arb.priority.eq(self.priority)]
+
+        # -- errors --
+        def raise_error(c, why):
+            m.d.sync += [err.bit_select(c, 1).eq(1), cause[c].eq(why), intr[0].eq(1)]
+
+        m.d.comb += [self.fault.ready.eq(1), self.clear_error.ready.eq(1)]
+        with m.If(self.clear_interrupt.any()):
+            m.d.sync += intr.eq(intr & ~self.clear_interrupt)
+        with m.If(self.fault.valid & ~err.bit_select(self.fault.payload.channel, 1)):
+            raise_error(self.fault.payload.channel, self.fault.payload.cause)
+
+        # -- the word being executed --
+        word = Signal(32)
+        m.d.comb += word.eq(Mux(from_replay, ctx.replay_data, self.read_data))
+        hdr = MethodHeader(word)
+        is_header = ctx.count == 0
+        maddr = Signal(Method, init=Method.NOP)
+        mdata = Signal(32)
+        msub = Signal(3)
+        m.d.comb += [maddr.eq(Mux(is_header, hdr.address, ctx.method)),
+                     mdata.eq(Mux(is_header, hdr.count, word)),
+                     msub.eq(Mux(is_header, hdr.subchannel, ctx.subchannel))]
+        sem = SemExecute(mdata)
+
+        sp_shift = 2 + cfg.sp_bits
+        sp_index = ctx.sem_address[2:sp_shift]
+        in_window = (((ctx.sem_address >> sp_shift) == (cfg.syncpoint_base >> sp_shift))
+                     & (sp_index < cfg.syncpoints))
+
+        rel, acq = self.release, self.acquire
+        m.d.comb += [
+            rel.payload.channel.eq(chan), rel.payload.seq.eq(ctx.seq),
+            rel.payload.address.eq(ctx.sem_address),
+            rel.payload.payload.eq(Mux(sem.payload_size, ctx.payload, ctx.payload[:32])),
+            rel.payload.wfi.eq(sem.release_wfi), rel.payload.timestamp.eq(sem.release_timestamp),
+            rel.payload.wide.eq(sem.payload_size), rel.payload.to_counter.eq(in_window),
+            rel.payload.index.eq(sp_index),
+            rel.payload.kind.eq(Mux(sem.operation == SemOp.RELEASE, ReleaseKind.SET,
+                                    Mux(sem.reduction == Reduction.IADD, ReleaseKind.ADD,
+                                        ReleaseKind.INC))),
+            acq.payload.channel.eq(chan), acq.payload.index.eq(sp_index),
+            acq.payload.value.eq(ctx.payload[:32]), acq.payload.op.eq(sem.operation),
+        ]
+
+        def leave():
+            m.d.sync += state.eq(CPState.ARBITRATE)
+
+        def advance_method():
+            """The data word has been executed: step the method address and count."""
+            with m.If(~is_header):
+                m.d.sync += ctx.count.eq(ctx.count - 1)
+                with m.Switch(ctx.mode):
+                    with m.Case(SecOp.INC):
+                        m.d.sync += ctx.method.eq(ctx.method + 1)
+                    with m.Case(SecOp.ONE_INC):
+                        m.d.sync += [ctx.method.eq(ctx.method + 1), ctx.mode.eq(SecOp.NON_INC)]
+
+        def fail(why):
+            raise_error(chan, why)
+            m.d.sync += [loaded.eq(0), replay.bit_select(chan, 1).eq(0)]
+            leave()
+
+        def execute_method():
+            host = maddr.as_value() < HOST_METHOD_LIMIT
+            is_compute = msub == Subchannel.COMPUTE.value
+            is_copy = msub == Subchannel.COPY.value
+            known = Cat(*(maddr == meth for meth in HOST_METHODS)).any()
+            known_compute = Cat(*(maddr == meth for meth in COMPUTE_METHODS)).any()
+            known_copy = Cat(*(maddr == meth for meth in COPY_METHODS)).any()
+            with m.If(host & ~known):
+                fail(ErrorCause.ILLEGAL_METHOD)
+            with m.Elif(~host & ~is_compute & ~is_copy):
+                fail(ErrorCause.ILLEGAL_SUBCHANNEL)
+            with m.Elif(~host & ((is_compute & ~known_compute) | (is_copy & ~known_copy))):
+                fail(ErrorCause.ILLEGAL_METHOD)
+            with m.Else():
+                done = Signal()
+                go_on = Signal()            # keep decoding this channel
+                m.d.comb += go_on.eq(1)
+                with m.Switch(maddr):
+                    with m.Case(Method.NOP):
+                        m.d.comb += done.eq(1)
+                    with m.Case(Method.NON_STALL_INTERRUPT):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += intr[1].eq(1)
+                    with m.Case(Method.SEM_ADDR_LO):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.sem_address[2:32].eq(mdata[2:32])
+                    with m.Case(Method.SEM_ADDR_HI):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.sem_address[32:].eq(mdata[:8])
+                    with m.Case(Method.SEM_PAYLOAD_LO):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.payload[:32].eq(mdata)
+                    with m.Case(Method.SEM_PAYLOAD_HI):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.payload[32:].eq(mdata)
+                    with m.Case(Method.SEM_EXECUTE):
+                        op = sem.operation
+                        is_release = op == SemOp.RELEASE
+                        is_reduction = op == SemOp.REDUCTION
+                        is_acquire = ((op == SemOp.ACQUIRE) | (op == SemOp.ACQ_STRICT_GEQ)
+                                      | (op == SemOp.ACQ_CIRC_GEQ))
+                        red_ok = ((sem.reduction == Reduction.IADD)
+                                  | (sem.reduction == Reduction.INC))
+                        with m.If(~is_release & ~is_acquire & ~(is_reduction & red_ok)):
+                            fail(ErrorCause.ILLEGAL_SEM_OP)
+                        with m.Elif(~is_release & ~in_window):
+                            fail(ErrorCause.SEM_ADDRESS)
+                        with m.Elif(is_acquire):
+                            m.d.comb += [acq.valid.eq(1), done.eq(1)]
+                            with m.If(~self.acquire_met):
+                                m.d.comb += go_on.eq(0)      # parked from the next cycle
+                        with m.Elif(self.release_busy.bit_select(chan, 1)):
+                            # the channel's release slot is taken: try this word again later
+                            m.d.sync += [ctx.replay_data.eq(word),
+                                         replay.bit_select(chan, 1).eq(1)]
+                            m.d.comb += go_on.eq(0)
+                        with m.Else():
+                            m.d.comb += [rel.valid.eq(1), done.eq(1)]
+                    with m.Case(Method.WFI):
+                        m.d.comb += done.eq(1)
+                    with m.Case(Method.SEND_PCAS_A):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.descriptor.eq(mdata << 8)
+                    with m.Case(Method.SEND_SIGNALING_PCAS2_B):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += [self.compute.valid.eq(1),
+                                     self.compute.payload.channel.eq(chan),
+                                     self.compute.payload.seq.eq(ctx.seq),
+                                     self.compute.payload.descriptor.eq(ctx.descriptor)]
+                    with m.Case(Method.OFFSET_IN_UPPER):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.src[32:].eq(mdata[:8])
+                    with m.Case(Method.OFFSET_IN_LOWER):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.src[:32].eq(mdata)
+                    with m.Case(Method.OFFSET_OUT_UPPER):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.dst[32:].eq(mdata[:8])
+                    with m.Case(Method.OFFSET_OUT_LOWER):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.dst[:32].eq(mdata)
+                    with m.Case(Method.LINE_LENGTH_IN):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.length.eq(mdata)
+                    with m.Case(Method.LAUNCH_DMA):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += [self.copy.valid.eq(1), self.copy.payload.channel.eq(chan),
+                                     self.copy.payload.seq.eq(ctx.seq),
+                                     self.copy.payload.src.eq(ctx.src),
+                                     self.copy.payload.dst.eq(ctx.dst),
+                                     self.copy.payload.length.eq(ctx.length),
+                                     self.copy.payload.flags.eq(mdata)]
+                with m.If(done):
+                    advance_method()
+                with m.If(from_replay & done):
+                    m.d.sync += replay.bit_select(chan, 1).eq(0)
+                dispatching = (maddr == Method.SEND_SIGNALING_PCAS2_B) | (maddr == Method.LAUNCH_DMA)
+                with m.If(dispatching):
+                    m.d.sync += state.eq(CPState.DISPATCH)
+                with m.Elif(maddr == Method.WFI):
+                    m.d.sync += state.eq(CPState.WFI)
+                with m.Elif(go_on):
+                    m.d.sync += state.eq(CPState.FETCH)
+                with m.Else():
+                    leave()
+
+        # -- the FSM --
+        m.d.comb += [ctx_wp.addr.eq(chan), ctx_wp.data.eq(ctx), ctx_rp.addr.eq(arb.grant)]
+        next_chan = Signal(cfg.chan_bits)
+        with m.Switch(state):
+            with m.Case(CPState.ARBITRATE):
+                with m.If(arb.valid):
+                    m.d.comb += arb.advance.eq(1)
+                    with m.If(loaded & (arb.grant == chan)):
+                        m.d.sync += state.eq(CPState.FETCH)
+                    with m.Else():
+                        # save the current context and read the next one in the same cycle
+                        m.d.comb += ctx_wp.en.eq(loaded)
+                        m.d.sync += [next_chan.eq(arb.grant), state.eq(CPState.LOAD)]
+            with m.Case(CPState.LOAD):
+                m.d.sync += [chan.eq(next_chan), loaded.eq(1), state.eq(CPState.FETCH),
+                             fresh.bit_select(next_chan, 1).eq(0)]
+                with m.If(fresh.bit_select(next_chan, 1)):
+                    m.d.sync += ctx.eq(0)
+                with m.Else():
+                    m.d.sync += ctx.eq(ctx_rp.data)
+            with m.Case(CPState.FETCH):
+                with m.If(err.bit_select(chan, 1) | self.parked.bit_select(chan, 1)
+                          | (replay.bit_select(chan, 1)
+                             & self.release_busy.bit_select(chan, 1))):
+                    leave()
+                with m.Elif(replay.bit_select(chan, 1)):
+                    m.d.sync += [from_replay.eq(1), state.eq(CPState.EXECUTE)]
+                with m.Elif(self.nonempty.bit_select(chan, 1)):
+                    m.d.comb += self.read_pop.eq(1)
+                    m.d.sync += [from_replay.eq(0), state.eq(CPState.EXECUTE)]
+                with m.Else():
+                    leave()
+            with m.Case(CPState.EXECUTE):
+                with m.If(err.bit_select(chan, 1)):
+                    leave()          # a fetch fault arrived meanwhile: drop the word
+                with m.Elif(is_header & (hdr.sec_op != SecOp.IMMD)):
+                    with m.If(word == 0):
+                        m.d.sync += state.eq(CPState.FETCH)          # NOP
+                    with m.Elif((hdr.sec_op == SecOp.INC) | (hdr.sec_op == SecOp.NON_INC)
+                                | (hdr.sec_op == SecOp.ONE_INC)):
+                        with m.If((hdr.address >= HOST_METHOD_LIMIT)
+                                  & (hdr.subchannel != Subchannel.COMPUTE.value)
+                                  & (hdr.subchannel != Subchannel.COPY.value)):
+                            fail(ErrorCause.ILLEGAL_SUBCHANNEL)
+                        with m.Else():
+                            m.d.sync += [ctx.method.eq(hdr.address), ctx.count.eq(hdr.count),
+                                         ctx.mode.eq(hdr.sec_op),
+                                         ctx.subchannel.eq(hdr.subchannel),
+                                         state.eq(CPState.FETCH)]
+                            with m.If(from_replay):
+                                m.d.sync += replay.bit_select(chan, 1).eq(0)
+                    with m.Else():
+                        fail(ErrorCause.ILLEGAL_HEADER)
+                with m.Else():
+                    execute_method()
+            with m.Case(CPState.DISPATCH):
+                port_valid = self.compute.valid | self.copy.valid
+                taken = ((self.compute.valid & self.compute.ready)
+                         | (self.copy.valid & self.copy.ready))
+                with m.If(taken):
+                    m.d.comb += [self.dispatched.valid.eq(1), self.dispatched.payload.eq(chan)]
+                    m.d.sync += [self.compute.valid.eq(0), self.copy.valid.eq(0),
+                                 ctx.seq.eq(ctx.seq + 1)]
+                    leave()          # a dispatch is a point to re-arbitrate
+                with m.Elif(~port_valid):
+                    leave()
+            with m.Case(CPState.WFI):
+                with m.If(self.all_complete):
+                    m.d.sync += state.eq(CPState.FETCH)
+
+        # clearing an error: forget the channel's stale context and pending replay
+        with m.If(self.clear_error.valid):
+            c = self.clear_error.payload
+            m.d.sync += [err.bit_select(c, 1).eq(0), cause[c].eq(ErrorCause.NONE),
+                         fresh.bit_select(c, 1).eq(1), replay.bit_select(c, 1).eq(0)]
+            with m.If(c == chan):
+                m.d.sync += loaded.eq(0)
+
+        m.d.comb += self.quiescent.eq(((state == CPState.ARBITRATE) & ~arb.valid)
+                                      | ((state == CPState.WFI) & ~self.all_complete))
+        return m

@@ -1,0 +1,103 @@
+"""Sizes of the front end: the one object every RTL block is built from.
+
+A :class:`FrontEndConfig` is part of the parameter set (``sim/params``, later) and flows
+unchanged into each block's constructor, so a size is never written in two places.
+"""
+
+from dataclasses import dataclass, asdict
+
+
+def bits_for(n):
+    """Number of bits needed to hold the values 0 .. n-1 (at least 1)."""
+    return max(1, (n - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class FrontEndConfig:
+    #: Number of hardware channels (doorbells, FIFO partitions, CP contexts).
+    channels: int = 32
+    #: Words (32-bit dwords) of the shared FIFO SRAM.
+    fifo_depth: int = 1024
+    #: Allocation granule of the FIFO SRAM in dwords: partitions are runs of slots.
+    slot_words: int = 16
+    #: Largest GPFIFO ring a channel may be programmed with (log2 of entries).
+    gp_entries_log2_max: int = 10
+    #: Number of on-chip syncpoint counters.
+    syncpoints: int = 64
+    #: Byte address of the syncpoint window: SEM addresses inside it select a counter.
+    syncpoint_base: int = 0xFE_0000_0000
+    #: Largest DMA read the fetcher issues, in dwords.
+    dma_burst: int = 32
+    #: Number of channel priority levels (register width is bits_for(levels)).
+    priority_levels: int = 4
+    #: Width of the per-channel dispatch sequence number carried to engines and back.
+    seq_bits: int = 16
+    #: Width of the per-channel in-flight work counter.
+    inflight_bits: int = 10
+
+    def __post_init__(self):
+        def need(cond, what):
+            if not cond:
+                raise ValueError(f"FrontEndConfig: {what}")
+        need(1 <= self.channels <= 256, "channels must be 1..256")
+        need(self.fifo_depth & (self.fifo_depth - 1) == 0, "fifo_depth must be a power of two")
+        need(self.slot_words & (self.slot_words - 1) == 0, "slot_words must be a power of two")
+        need(self.fifo_depth % self.slot_words == 0, "fifo_depth must be a multiple of slot_words")
+        need(self.n_slots >= self.channels,
+             "fifo_depth / slot_words must be at least channels (one slot is guaranteed "
+             "to every active channel)")
+        need(self.dma_burst >= 2, "dma_burst must be at least 2 (one GPFIFO entry)")
+        need(self.dma_burst <= self.slot_words * self.n_slots, "dma_burst larger than the FIFO")
+        need(self.syncpoint_base % (4 * (1 << bits_for(self.syncpoints))) == 0,
+             "syncpoint_base must be aligned to the window size")
+        need(1 <= self.gp_entries_log2_max <= 16, "gp_entries_log2_max must be 1..16")
+
+    # Derived widths, named once here.
+    @property
+    def n_slots(self):
+        return self.fifo_depth // self.slot_words
+
+    @property
+    def chan_bits(self):
+        return bits_for(self.channels)
+
+    @property
+    def fifo_addr_bits(self):
+        return bits_for(self.fifo_depth)
+
+    @property
+    def level_bits(self):
+        # levels go from 0 to fifo_depth inclusive
+        return bits_for(self.fifo_depth + 1)
+
+    @property
+    def slot_bits(self):
+        return bits_for(self.n_slots)
+
+    @property
+    def nslot_bits(self):
+        return bits_for(self.n_slots + 1)
+
+    @property
+    def sp_bits(self):
+        return bits_for(self.syncpoints)
+
+    @property
+    def prio_bits(self):
+        return bits_for(self.priority_levels)
+
+    @property
+    def burst_bits(self):
+        return bits_for(self.dma_burst + 1)
+
+    @property
+    def gp_bits(self):
+        return self.gp_entries_log2_max
+
+    def as_dict(self):
+        return asdict(self)
+
+
+#: Small sizes that keep Amaranth's Python simulator quick in unit tests.
+SMALL = FrontEndConfig(channels=4, fifo_depth=64, slot_words=8, gp_entries_log2_max=4,
+                       syncpoints=8, dma_burst=8, seq_bits=8, inflight_bits=6)

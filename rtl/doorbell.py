@@ -1,0 +1,157 @@
+"""Doorbell register file: the MMIO face of the channels.
+
+One register block per channel (GP_PUT doorbell, GP_GET, GPFIFO base and size, priority,
+state) and a global page (status, error mask, interrupt). A write takes effect on the next
+clock edge; reads are combinational. ``pending`` has a bit per channel whose GP_PUT differs
+from its GP_GET: new GPFIFO entries the fetcher has not read yet.
+
+A write to a channel that does not exist, a GP_PUT outside the channel's ring, or a ring size
+out of range sets a bit in STATUS (with the offending address) and changes nothing else.
+"""
+
+from amaranth import Module, Signal, Const, Array, Mux
+from amaranth.lib import wiring, stream, data
+from amaranth.lib.wiring import In, Out
+
+from .layouts import (MmioWrite, ChannelReg, GlobalReg, CHANNEL_REGS, GLOBAL_PAGE, ADDR_BITS,
+                      STATUS_BAD_CHANNEL, STATUS_BAD_PUT, STATUS_BAD_VALUE)
+
+
+class DoorbellRegisterFile(wiring.Component):
+    def __init__(self, cfg):
+        self.cfg = cfg
+        n, cb = cfg.channels, cfg.chan_bits
+        super().__init__({
+            "mmio": In(stream.Signature(MmioWrite)),
+            "read_address": In(16),
+            "read_data": Out(32),
+            # channel the read address selects, and its state word from the CP
+            "read_channel": Out(cb),
+            "read_state": In(8),
+            "error_mask": In(n),
+            "interrupt_status": In(2),
+            # to the fetcher
+            "pending": Out(n),
+            "gp_get": Out(data.ArrayLayout(cfg.gp_bits, n)),
+            "gp_base": Out(data.ArrayLayout(ADDR_BITS, n)),
+            "gp_entries_log2": Out(data.ArrayLayout(5, n)),
+            "advance": In(stream.Signature(cb)),
+            # to the command processor
+            "priority": Out(data.ArrayLayout(cfg.prio_bits, n)),
+            "clear_error": Out(stream.Signature(cb)),
+            "clear_interrupt": Out(2),
+            "status": Out(32),
+        })
+
+    def elaborate(self, platform):
+        cfg = self.cfg
+        m = Module()
+        n, gpb = cfg.channels, cfg.gp_bits
+
+        gp_put = Array(Signal(gpb, name=f"gp_put{i}") for i in range(n))
+        gp_get = Array(Signal(gpb, name=f"gp_get{i}") for i in range(n))
+        base = Array(Signal(ADDR_BITS - 3, name=f"gp_base{i}") for i in range(n))
+        size_log2 = Array(Signal(5, init=cfg.gp_entries_log2_max, name=f"gp_log2_{i}")
+                          for i in range(n))
+        prio = Array(Signal(cfg.prio_bits, name=f"prio{i}") for i in range(n))
+
+        for i in range(n):
+            m.d.comb += [
+                self.pending[i].eq(gp_put[i] != gp_get[i]),
+                self.gp_get[i].eq(gp_get[i]),
+                self.gp_base[i].eq(base[i] << 3),
+                self.gp_entries_log2[i].eq(size_log2[i]),
+                self.priority[i].eq(prio[i]),
+            ]
+
+        def ring_mask(log2):
+            return (Const(1, gpb + 1) << log2) - 1
+
+        # These inputs are never back-pressured.
+        m.d.comb += [self.mmio.ready.eq(1), self.advance.ready.eq(1)]
+
+        # GP_GET advance from the fetcher (one entry consumed)
+        with m.If(self.advance.valid):
+            c = self.advance.payload
+            m.d.sync += gp_get[c].eq((gp_get[c] + 1) & ring_mask(size_log2[c]))
+
+        # -- MMIO writes --
+        status = Signal(32)
+        m.d.comb += self.status.eq(status)
+        w = self.mmio.payload
+        is_global = w.address >= GLOBAL_PAGE
+        wchan = Signal(16 - 3)
+        wreg = Signal(ChannelReg)
+        m.d.comb += [wchan.eq(w.address[3:15]), wreg.eq(w.address[:3])]
+
+        def flag(bit):
+            m.d.sync += status.eq((status & 0xFFFF) | bit | (w.address << 16))
+
+        with m.If(self.mmio.valid):
+            with m.If(is_global):
+                with m.Switch(w.address - GLOBAL_PAGE):
+                    with m.Case(GlobalReg.STATUS):
+                        m.d.sync += status[:3].eq(status[:3] & ~w.data[:3])
+                    with m.Case(GlobalReg.INTERRUPT):
+                        m.d.comb += self.clear_interrupt.eq(w.data[:2])
+            with m.Elif(wchan >= n):
+                flag(STATUS_BAD_CHANNEL)
+            with m.Else():
+                c = wchan[:cfg.chan_bits]
+                with m.Switch(wreg):
+                    with m.Case(ChannelReg.GP_PUT):
+                        with m.If((w.data >> size_log2[c]) != 0):
+                            flag(STATUS_BAD_PUT)
+                        with m.Else():
+                            m.d.sync += gp_put[c].eq(w.data)
+                    with m.Case(ChannelReg.GPFIFO_BASE_LO):
+                        m.d.sync += base[c][:29].eq(w.data[3:])
+                    with m.Case(ChannelReg.GPFIFO_BASE_HI):
+                        m.d.sync += base[c][29:].eq(w.data[:8])
+                    with m.Case(ChannelReg.GPFIFO_ENTRIES_LOG2):
+                        with m.If((w.data == 0) | (w.data > cfg.gp_entries_log2_max)):
+                            flag(STATUS_BAD_VALUE)
+                        with m.Else():
+                            m.d.sync += [size_log2[c].eq(w.data), gp_put[c].eq(0),
+                                         gp_get[c].eq(0)]
+                    with m.Case(ChannelReg.PRIORITY):
+                        m.d.sync += prio[c].eq(w.data)
+                    with m.Case(ChannelReg.STATE):
+                        with m.If(w.data[0]):
+                            # clear the error and drop whatever the ring still holds
+                            m.d.comb += [self.clear_error.valid.eq(1),
+                                         self.clear_error.payload.eq(c)]
+                            m.d.sync += gp_get[c].eq(gp_put[c])
+
+        # -- MMIO reads (combinational) --
+        r = self.read_address
+        rchan = r[3:15]
+        m.d.comb += self.read_channel.eq(rchan)
+        with m.If(r >= GLOBAL_PAGE):
+            with m.Switch(r - GLOBAL_PAGE):
+                with m.Case(GlobalReg.STATUS):
+                    m.d.comb += self.read_data.eq(status)
+                with m.Case(GlobalReg.ERROR_MASK):
+                    m.d.comb += self.read_data.eq(self.error_mask)
+                with m.Case(GlobalReg.INTERRUPT):
+                    m.d.comb += self.read_data.eq(self.interrupt_status)
+                with m.Case(GlobalReg.CHANNELS):
+                    m.d.comb += self.read_data.eq(n)
+        with m.Elif(rchan < n):
+            c = rchan[:cfg.chan_bits]
+            with m.Switch(r[:3]):
+                with m.Case(ChannelReg.GP_PUT):
+                    m.d.comb += self.read_data.eq(gp_put[c])
+                with m.Case(ChannelReg.GP_GET):
+                    m.d.comb += self.read_data.eq(gp_get[c])
+                with m.Case(ChannelReg.GPFIFO_BASE_LO):
+                    m.d.comb += self.read_data.eq((base[c] << 3)[:32])
+                with m.Case(ChannelReg.GPFIFO_BASE_HI):
+                    m.d.comb += self.read_data.eq(base[c][29:])
+                with m.Case(ChannelReg.GPFIFO_ENTRIES_LOG2):
+                    m.d.comb += self.read_data.eq(size_log2[c])
+                with m.Case(ChannelReg.PRIORITY):
+                    m.d.comb += self.read_data.eq(prio[c])
+                with m.Case(ChannelReg.STATE):
+                    m.d.comb += self.read_data.eq(self.read_state)
+        return m

@@ -1,0 +1,136 @@
+"""DMA fetcher: pulls GPFIFO entries and push-buffer segments from host memory into the FIFO.
+
+Channels with work (a pending doorbell, or the rest of a segment and room in their partition)
+are served round robin, one DMA read per grant, at most one read in flight per channel and one
+per channel in the system (several in flight in all; the tag is the channel). A GPFIFO entry is
+read as 2 dwords at ``gp_base + 8 * gp_get``; a segment is read in bursts of at most
+``dma_burst`` dwords and never more than the partition's free space, which is reserved in the
+FIFO on the cycle the request is issued, so data is never dropped, overflowed or reordered.
+
+Port contract (``dma_req`` / ``dma_resp``): a request is taken on valid & ready; the response
+for it returns exactly ``count`` dwords tagged with the request's tag, in address order, the
+last one flagged ``last``. ``error`` on any dword (an unmapped address) faults the channel;
+the dwords still arrive so that the space reserved for them is released.
+"""
+
+from amaranth import Module, Signal, Array, Mux
+from amaranth.lib import wiring, stream, data
+from amaranth.lib.wiring import In, Out
+
+from .arbiter import PriorityRoundRobin
+from .layouts import (dma_read_request_layout, dma_read_response_layout, GPEntry, GPControl,
+                      ErrorCause, ADDR_BITS)
+
+
+def fault_layout(cfg):
+    return data.StructLayout({"channel": cfg.chan_bits, "cause": ErrorCause})
+
+
+class DmaFetcher(wiring.Component):
+    def __init__(self, cfg):
+        self.cfg = cfg
+        n, cb = cfg.channels, cfg.chan_bits
+        super().__init__({
+            "pending": In(n),
+            "gp_get": In(data.ArrayLayout(cfg.gp_bits, n)),
+            "gp_base": In(data.ArrayLayout(ADDR_BITS, n)),
+            "advance": Out(stream.Signature(cb)),
+            "free": In(data.ArrayLayout(cfg.level_bits, n)),
+            "reserve": Out(stream.Signature(data.StructLayout({"channel": cb,
+                                                                "count": cfg.burst_bits}))),
+            "fifo_write": Out(stream.Signature(data.StructLayout({"channel": cb, "data": 32}))),
+            "want": Out(n),
+            "halt": In(n),
+            "drop": In(stream.Signature(cb)),
+            "dma_req": Out(stream.Signature(dma_read_request_layout(cfg))),
+            "dma_resp": In(stream.Signature(dma_read_response_layout(cfg))),
+            "fault": Out(stream.Signature(fault_layout(cfg))),
+            "in_flight": Out(n),
+            "quiescent": Out(1),
+        })
+
+    def elaborate(self, platform):
+        cfg = self.cfg
+        m = Module()
+        n = cfg.channels
+
+        seg_addr = Array(Signal(ADDR_BITS, name=f"seg_addr{i}") for i in range(n))
+        seg_len = Array(Signal(21, name=f"seg_len{i}") for i in range(n))
+        is_pb = Array(Signal(name=f"is_pb{i}") for i in range(n))   # kind of the read in flight
+        gp_lo = Array(Signal(32, name=f"gp_lo{i}") for i in range(n))
+        inflight = Signal(n)
+        m.d.comb += self.in_flight.eq(inflight)
+
+        m.submodules.arb = arb = PriorityRoundRobin(n)
+        eligible = Signal(n)
+        for i in range(n):
+            has_seg = seg_len[i] != 0
+            m.d.comb += [
+                eligible[i].eq(~inflight[i] & ~self.halt[i]
+                               & Mux(has_seg, self.free[i] != 0, self.pending[i])),
+                self.want[i].eq((self.pending[i] | has_seg | inflight[i]) & ~self.halt[i]),
+            ]
+        m.d.comb += arb.requests.eq(eligible)
+
+        # -- issue --
+        req = self.dma_req
+        c = arb.grant
+        burst = Signal(cfg.burst_bits)
+        # the granted channel's state, each looked up once
+        remaining, free, addr = Signal(21), Signal(cfg.level_bits), Signal(ADDR_BITS)
+        gp_addr = Signal(ADDR_BITS)
+        m.d.comb += [remaining.eq(seg_len[c]), free.eq(self.free[c]), addr.eq(seg_addr[c]),
+                     gp_addr.eq(self.gp_base[c] + (self.gp_get[c] << 3))]
+        capped = Mux(remaining < cfg.dma_burst, remaining, cfg.dma_burst)
+        m.d.comb += burst.eq(Mux(free < capped, free, capped))
+        load = (~req.valid | req.ready) & arb.valid
+        with m.If(req.valid & req.ready):
+            m.d.sync += req.valid.eq(0)
+        with m.If(load):
+            m.d.comb += arb.advance.eq(1)
+            m.d.sync += [req.valid.eq(1), req.payload.tag.eq(c), inflight.bit_select(c, 1).eq(1)]
+            with m.If(remaining != 0):
+                m.d.comb += [self.reserve.valid.eq(1), self.reserve.payload.channel.eq(c),
+                             self.reserve.payload.count.eq(burst)]
+                m.d.sync += [req.payload.address.eq(addr), req.payload.count.eq(burst),
+                             seg_addr[c].eq(addr + (burst << 2)),
+                             seg_len[c].eq(remaining - burst), is_pb[c].eq(1)]
+            with m.Else():
+                m.d.sync += [req.payload.address.eq(gp_addr),
+                             req.payload.count.eq(2), is_pb[c].eq(0)]
+
+        # -- responses --
+        rsp = self.dma_resp
+        t = rsp.payload.tag
+        t_is_pb, t_lo = Signal(), Signal(32)
+        m.d.comb += [t_is_pb.eq(is_pb[t]), t_lo.eq(gp_lo[t])]
+        m.d.comb += [rsp.ready.eq(1), self.drop.ready.eq(1)]
+        with m.If(rsp.valid):
+            with m.If(rsp.payload.last):
+                m.d.sync += inflight.bit_select(t, 1).eq(0)
+            with m.If(rsp.payload.error):
+                m.d.comb += [self.fault.valid.eq(1), self.fault.payload.channel.eq(t),
+                             self.fault.payload.cause.eq(ErrorCause.FETCH_FAULT)]
+            with m.If(t_is_pb):
+                m.d.comb += [self.fifo_write.valid.eq(1), self.fifo_write.payload.channel.eq(t),
+                             self.fifo_write.payload.data.eq(rsp.payload.data)]
+            with m.Elif(~rsp.payload.last):
+                m.d.sync += gp_lo[t].eq(rsp.payload.data)
+            with m.Else():
+                entry = GPEntry(Signal(64))
+                m.d.comb += entry.as_value().eq(Mux(rsp.payload.error, 0,
+                                                    (rsp.payload.data << 32) | t_lo))
+                m.d.comb += [self.advance.valid.eq(1), self.advance.payload.eq(t)]
+                with m.If(entry.length != 0):
+                    m.d.sync += [seg_addr[t].eq((entry.address_hi << 32)
+                                                | (entry.address_lo << 2)),
+                                 seg_len[t].eq(entry.length)]
+                with m.Elif(entry.address_hi != GPControl.NOP.value):
+                    m.d.comb += [self.fault.valid.eq(1), self.fault.payload.channel.eq(t),
+                                 self.fault.payload.cause.eq(ErrorCause.GP_ENTRY)]
+
+        with m.If(self.drop.valid):
+            m.d.sync += seg_len[self.drop.payload].eq(0)
+
+        m.d.comb += self.quiescent.eq(~req.valid & ~eligible.any())
+        return m

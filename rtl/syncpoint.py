@@ -1,0 +1,201 @@
+"""Syncpoint unit: on-chip counters, deferred releases, parked acquires, in-flight work.
+
+*In-flight work*: every dispatch to an engine adds one to its channel's count, every
+completion takes one off. WFI waits for all counts to be zero.
+
+*Release* (one slot per channel): a release posted with RELEASE_WFI waits until the work the
+channel had dispatched before it has completed (completions carry the dispatch sequence
+number, so later work does not hold it back); without WFI it fires at once. Firing takes one
+cycle for a counter (set, add, or increment) and one DMA write per 8 bytes for host memory
+(the payload, then ``now`` as an 8-byte timestamp when RELEASE_TIMESTAMP is set). A channel
+whose slot is busy must wait before posting another release (``release_busy``).
+
+*Acquire*: the CP presents an acquire and sees ``acquire_met`` in the same cycle; if not met,
+the channel is parked. After any counter change a scanner re-checks every parked channel, one
+per cycle, and wakes those whose condition holds.
+"""
+
+from amaranth import Module, Signal, Array, Mux, Cat
+from amaranth.lib import wiring, stream, data, enum
+from amaranth.lib.wiring import In, Out
+
+from .layouts import SemOp, DmaWrite, completion_layout, ADDR_BITS
+
+
+class ReleaseKind(enum.Enum, shape=2):
+    SET = 0        # counter or host memory = payload
+    ADD = 1        # counter += payload (REDUCTION IADD)
+    INC = 2        # counter += 1 (REDUCTION INC; the model ignores INC's wrap limit)
+
+
+class FireState(enum.Enum, shape=2):
+    IDLE = 0
+    PAYLOAD = 1
+    TIMESTAMP = 2
+
+
+def release_layout(cfg):
+    return data.StructLayout({
+        "channel": cfg.chan_bits, "seq": cfg.seq_bits, "address": ADDR_BITS, "payload": 64,
+        "kind": ReleaseKind, "wfi": 1, "timestamp": 1, "wide": 1, "to_counter": 1,
+        "index": cfg.sp_bits})
+
+
+def acquire_layout(cfg):
+    return data.StructLayout({"channel": cfg.chan_bits, "index": cfg.sp_bits, "value": 32,
+                              "op": SemOp})
+
+
+def acquire_condition(op, counter, value):
+    """Whether a counter value satisfies an acquire (ACQUIRE ==, STRICT_GEQ, CIRC_GEQ)."""
+    return Mux(op == SemOp.ACQUIRE, counter == value,
+               Mux(op == SemOp.ACQ_STRICT_GEQ, counter >= value, ~(counter - value)[31]))
+
+
+class SyncpointUnit(wiring.Component):
+    def __init__(self, cfg):
+        self.cfg = cfg
+        n, s = cfg.channels, cfg.syncpoints
+        cl = completion_layout(cfg)
+        super().__init__({
+            "release": In(stream.Signature(release_layout(cfg))),
+            "acquire": In(stream.Signature(acquire_layout(cfg))),
+            "acquire_met": Out(1),
+            "dispatched": In(stream.Signature(cfg.chan_bits)),
+            "compute_done": In(stream.Signature(cl)),
+            "copy_done": In(stream.Signature(cl)),
+            "halt": In(n),
+            "now": In(64),
+            "dma_write": Out(stream.Signature(DmaWrite)),
+            "counters": Out(data.ArrayLayout(32, s)),
+            "parked": Out(n),
+            "release_busy": Out(n),
+            "in_flight": Out(data.ArrayLayout(cfg.inflight_bits, n)),
+            "all_complete": Out(1),
+            "quiescent": Out(1),
+        })
+
+    def elaborate(self, platform):
+        cfg = self.cfg
+        m = Module()
+        n, s, ib, sb = cfg.channels, cfg.syncpoints, cfg.inflight_bits, cfg.seq_bits
+
+        counter = Array(Signal(32, name=f"sp{i}") for i in range(s))
+        inflight = Array(Signal(ib, name=f"inflight{i}") for i in range(n))
+        rel = Array(Signal(release_layout(cfg), name=f"rel{i}") for i in range(n))
+        rel_valid = Signal(n)
+        rel_wait = Array(Signal(ib, name=f"rel_wait{i}") for i in range(n))
+        park = Array(Signal(acquire_layout(cfg), name=f"park{i}") for i in range(n))
+        parked = Signal(n)
+        countdown = Signal(range(n + 1))     # scanner cycles left after a change
+        scan = Signal(range(n))
+
+        for i in range(s):
+            m.d.comb += self.counters[i].eq(counter[i])
+        m.d.comb += [self.parked.eq(parked), self.release_busy.eq(rel_valid),
+                     self.release.ready.eq(~rel_valid.bit_select(self.release.payload.channel, 1)),
+                     self.acquire.ready.eq(1), self.dispatched.ready.eq(1),
+                     self.compute_done.ready.eq(1), self.copy_done.ready.eq(1)]
+
+        # -- in-flight accounting --
+        def done_by(port, i):
+            return port.valid & (port.payload.channel == i)
+
+        def older(port, i):
+            # completion's sequence number precedes the release's (modulo 2**seq_bits)
+            return done_by(port, i) & (port.payload.seq - rel[i].seq)[sb - 1]
+
+        all_zero = []
+        for i in range(n):
+            dec = done_by(self.compute_done, i) + done_by(self.copy_done, i)
+            inc = self.dispatched.valid & (self.dispatched.payload == i)
+            m.d.sync += inflight[i].eq(inflight[i] + inc - dec)
+            m.d.comb += self.in_flight[i].eq(inflight[i])
+            all_zero.append(inflight[i] == 0)
+            with m.If(rel_valid[i]):
+                m.d.sync += rel_wait[i].eq(rel_wait[i] - older(self.compute_done, i)
+                                           - older(self.copy_done, i))
+            # posting a release: it waits for everything now in flight on its channel
+            with m.If(self.release.valid & self.release.ready & (self.release.payload.channel == i)):
+                m.d.sync += [rel[i].eq(self.release.payload), rel_valid[i].eq(1),
+                             rel_wait[i].eq(Mux(self.release.payload.wfi, inflight[i] - dec, 0))]
+        m.d.comb += self.all_complete.eq(Cat(all_zero).all())
+
+        # -- acquire: check now, park if not met --
+        acq = self.acquire.payload
+        acq_counter = Signal(32)
+        m.d.comb += [acq_counter.eq(counter[acq.index]),
+                     self.acquire_met.eq(acquire_condition(acq.op, acq_counter, acq.value))]
+        with m.If(self.acquire.valid & ~self.acquire_met):
+            m.d.sync += [park[acq.channel].eq(acq), parked.bit_select(acq.channel, 1).eq(1)]
+
+        # -- fire releases whose work has completed --
+        fireable = Signal(n)
+        m.d.comb += fireable.eq(Cat(rel_valid[i] & (rel_wait[i] == 0) for i in range(n)))
+        pick = Signal(range(n))
+        for i in reversed(range(n)):
+            with m.If(fireable[i]):
+                m.d.comb += pick.eq(i)
+        fstate = Signal(FireState)
+        cur = Signal(range(n))
+        r = Signal(release_layout(cfg))         # the release being written to host memory
+        p = Signal(release_layout(cfg))         # the release picked to fire
+        p_counter = Signal(32)
+        p_new = Signal(32)
+        m.d.comb += [r.eq(rel[cur]), p.eq(rel[pick]), p_counter.eq(counter[p.index])]
+        with m.Switch(p.kind):
+            with m.Case(ReleaseKind.SET):
+                m.d.comb += p_new.eq(p.payload[:32])
+            with m.Case(ReleaseKind.ADD):
+                m.d.comb += p_new.eq(p_counter + p.payload[:32])
+            with m.Case(ReleaseKind.INC):
+                m.d.comb += p_new.eq(p_counter + 1)
+        wr = self.dma_write
+        counter_changed = Signal()
+        with m.Switch(fstate):
+            with m.Case(FireState.IDLE):
+                with m.If(fireable.any()):
+                    with m.If(p.to_counter):
+                        m.d.sync += counter[p.index].eq(p_new)
+                        m.d.comb += counter_changed.eq(1)
+                        m.d.sync += rel_valid.bit_select(pick, 1).eq(0)
+                    with m.Else():
+                        m.d.sync += [cur.eq(pick), fstate.eq(FireState.PAYLOAD), wr.valid.eq(1),
+                                     wr.payload.address.eq(p.address),
+                                     wr.payload.data.eq(p.payload), wr.payload.wide.eq(p.wide)]
+            with m.Case(FireState.PAYLOAD):
+                with m.If(wr.ready):
+                    with m.If(r.timestamp):
+                        m.d.sync += [fstate.eq(FireState.TIMESTAMP),
+                                     wr.payload.address.eq(r.address + 8),
+                                     wr.payload.data.eq(self.now), wr.payload.wide.eq(1)]
+                    with m.Else():
+                        m.d.sync += [fstate.eq(FireState.IDLE), wr.valid.eq(0),
+                                     rel_valid.bit_select(cur, 1).eq(0)]
+            with m.Case(FireState.TIMESTAMP):
+                with m.If(wr.ready):
+                    m.d.sync += [fstate.eq(FireState.IDLE), wr.valid.eq(0),
+                                 rel_valid.bit_select(cur, 1).eq(0)]
+
+        # -- wake scanner --
+        with m.If(counter_changed):
+            m.d.sync += countdown.eq(n)
+        with m.Elif(countdown != 0):
+            m.d.sync += countdown.eq(countdown - 1)
+        with m.If(countdown != 0):
+            w = Signal(acquire_layout(cfg))
+            w_counter = Signal(32)
+            m.d.comb += [w.eq(park[scan]), w_counter.eq(counter[w.index])]
+            m.d.sync += scan.eq(Mux(scan == n - 1, 0, scan + 1))
+            with m.If(parked.bit_select(scan, 1)
+                      & acquire_condition(w.op, w_counter, w.value)):
+                m.d.sync += parked.bit_select(scan, 1).eq(0)
+
+        # a channel in error is no longer waiting for anything
+        for i in range(n):
+            with m.If(self.halt[i]):
+                m.d.sync += parked[i].eq(0)
+
+        m.d.comb += self.quiescent.eq(~fireable.any() & (fstate == FireState.IDLE)
+                                      & (countdown == 0))
+        return m
