@@ -11,8 +11,8 @@ never exceed ``n_slots - (channels - active)``, so a channel that becomes active
 free slot at once, whatever the others hold (a channel parked with data cannot starve it).
 Shares are the largest power of two that fits ``budget / active``. A partition is only moved
 or resized when it is drained (empty, nothing reserved), so no data is lost or reordered:
-newcomers take a run at once (at least one slot), channels above their share shrink when they
-drain, channels below it grow when they drain, and a channel that no longer wants space gives
+newcomers take a run at once (at least one slot), channels above their share stop taking data
+until they drain and then shrink, channels below it grow when they drain, and a channel that no longer wants space gives
 its slots back when another channel needs them. A search scans one slot per cycle.
 """
 
@@ -116,28 +116,6 @@ class PartitionedFifo(wiring.Component):
         with m.If(self.read_pop):
             m.d.sync += rd[rc].eq(advance(r_off, r_cap))
 
-        # -- per-channel accounting --
-        drained = Signal(n)
-        for i in range(n):
-            wrote = w.valid & (wc == i)
-            kept = write_keeps & (wc == i)
-            popped = self.read_pop & (self.read_channel == i)
-            reserving = r.valid & (r.payload.channel == i)
-            m.d.sync += reserved[i].eq(reserved[i] + Mux(reserving, r.payload.count, 0) - wrote)
-            with m.If(self.discard[i]):
-                m.d.sync += [level[i].eq(0), rd[i].eq(wr[i])]
-            with m.Else():
-                m.d.sync += level[i].eq(level[i] + kept - popped)
-            m.d.comb += [
-                self.free[i].eq(Mux(lock[i], 0, (slots[i] << gshift) - level[i] - reserved[i])),
-                self.nonempty[i].eq((level[i] != 0) & ~self.discard[i]),
-                self.partition_base[i].eq(base[i]),
-                self.partition_slots[i].eq(slots[i]),
-                self.level[i].eq(level[i]),
-                drained[i].eq(((level[i] == 0) | self.discard[i]) & (reserved[i] == 0)
-                              & ~reserving),
-            ]
-
         # -- share computation: largest 2^k with active * 2^k <= n_slots - (channels - active)
         def share(active):
             budget = ns - n + active
@@ -153,6 +131,30 @@ class PartitionedFifo(wiring.Component):
         share_now = share(n_active)
         share_new = share(n_active + 1)
         sizes_cmp = [(slots[i] > share_now, slots[i] < share_now) for i in range(n)]
+
+        # -- per-channel accounting --
+        drained = Signal(n)
+        for i in range(n):
+            wrote = w.valid & (wc == i)
+            kept = write_keeps & (wc == i)
+            popped = self.read_pop & (self.read_channel == i)
+            reserving = r.valid & (r.payload.channel == i)
+            m.d.sync += reserved[i].eq(reserved[i] + Mux(reserving, r.payload.count, 0) - wrote)
+            with m.If(self.discard[i]):
+                m.d.sync += [level[i].eq(0), rd[i].eq(wr[i])]
+            with m.Else():
+                m.d.sync += level[i].eq(level[i] + kept - popped)
+            m.d.comb += [
+                # above its share: take no more data, so that it drains and can shrink
+                self.free[i].eq(Mux(lock[i] | sizes_cmp[i][0], 0,
+                                    (slots[i] << gshift) - level[i] - reserved[i])),
+                self.nonempty[i].eq((level[i] != 0) & ~self.discard[i]),
+                self.partition_base[i].eq(base[i]),
+                self.partition_slots[i].eq(slots[i]),
+                self.level[i].eq(level[i]),
+                drained[i].eq(((level[i] == 0) | self.discard[i]) & (reserved[i] == 0)
+                              & ~reserving),
+            ]
 
         # Candidates for the allocator, kept as signals: slicing a Cat expression N times
         # would copy it N times.

@@ -154,6 +154,7 @@ class LaunchDescriptor(data.Struct):
 
 
 LAUNCH_DESCRIPTOR_ALIGN = 256
+LAUNCH_DESCRIPTOR_DWORDS = LaunchDescriptor.as_shape().size // 32
 
 
 # -- channel state and errors -------------------------------------------------------------------

@@ -6,7 +6,8 @@ at a segment of it.
 """
 
 from rtl.layouts import (MethodHeader, SecOp, Method, Subchannel, SemOp, SemExecute, Reduction,
-                         GPEntry, GPControl, LaunchDescriptor, LAUNCH_DESCRIPTOR_ALIGN)
+                         GPEntry, GPControl, LaunchDescriptor, LAUNCH_DESCRIPTOR_ALIGN,
+                         LAUNCH_DESCRIPTOR_DWORDS)
 
 
 def _pack(layout, **fields):
@@ -41,6 +42,13 @@ def gp_control(opcode=GPControl.NOP):
     return _pack(GPEntry, address_hi=opcode.value, length=0)
 
 
+def syncpoint_address(cfg, index):
+    """Semaphore address that selects on-chip syncpoint counter ``index``."""
+    if not 0 <= index < cfg.syncpoints:
+        raise ValueError(f"syncpoint {index} out of range 0..{cfg.syncpoints - 1}")
+    return cfg.syncpoint_base + 4 * index
+
+
 def launch_descriptor(grid=(1, 1, 1), block=(32, 1, 1), block_ns=0, kernel_id=0,
                       regs_per_thread=32, shared_bytes=0):
     """The model's launch descriptor as a list of dwords (see LaunchDescriptor)."""
@@ -48,13 +56,13 @@ def launch_descriptor(grid=(1, 1, 1), block=(32, 1, 1), block_ns=0, kernel_id=0,
                   block_x=block[0], block_y=block[1], block_z=block[2],
                   regs_per_thread=regs_per_thread, shared_bytes=shared_bytes,
                   block_ns=block_ns, kernel_id=kernel_id)
-    return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(LaunchDescriptor.size // 32)]
+    return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(LAUNCH_DESCRIPTOR_DWORDS)]
 
 
 def decode_launch_descriptor(dwords):
     value = sum(d << (32 * i) for i, d in enumerate(dwords))
-    view = LaunchDescriptor.const(value)
-    return {name: int(getattr(view, name)) for name, _ in LaunchDescriptor
+    view = LaunchDescriptor.from_bits(value)
+    return {name: int(getattr(view, name)) for name, _ in LaunchDescriptor.as_shape()
             if not name.startswith("_")}
 
 

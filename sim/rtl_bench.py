@@ -20,7 +20,7 @@ import heapq
 from amaranth.sim import Simulator
 
 from rtl.frontend import FrontEnd
-from rtl.layouts import ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, LaunchDescriptor
+from rtl.layouts import ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, LAUNCH_DESCRIPTOR_DWORDS
 from .encode import gp_entry, decode_launch_descriptor
 
 
@@ -76,7 +76,8 @@ class BenchLog:
 
 
 class FrontEndBench:
-    def __init__(self, cfg, *, read_latency=20, launch_cycles=10, copy_bytes_per_cycle=64):
+    def __init__(self, cfg, *, read_latency=20, launch_cycles=10, copy_bytes_per_cycle=64,
+                 vcd=None):
         self.cfg = cfg
         self.dut = FrontEnd(cfg)
         self.mem = HostMemory()
@@ -94,7 +95,24 @@ class FrontEndBench:
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-9)
         self._requests = deque()
+        self.hold_compute = False       # True: the compute engine refuses new launches
         self.sim.add_testbench(self._testbench)
+        self._vcd = None
+        if vcd is not None:
+            self._vcd = self.sim.write_vcd(vcd)
+            self._vcd.__enter__()
+
+    def close(self):
+        """Finish the VCD, if one is being written."""
+        if self._vcd is not None:
+            self._vcd.__exit__(None, None, None)
+            self._vcd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     # -- host side ------------------------------------------------------------------------------
 
@@ -191,7 +209,7 @@ class FrontEndBench:
 
     async def _testbench(self, ctx):
         dut = self.dut
-        for port in (dut.dma_read_req, dut.dma_write, dut.compute, dut.copy):
+        for port in (dut.dma_read_req, dut.dma_write, dut.copy):
             ctx.set(port.ready, 1)
         resp = None           # [tag, address, remaining, error] being streamed
         while True:
@@ -214,10 +232,11 @@ class FrontEndBench:
                 wr = ctx.get(dut.dma_write.payload)
                 self.mem.write64(wr.address, wr.data, bool(wr.wide))
                 self.log.dma_writes.append((now, wr.address, wr.data, wr.wide))
-            if ctx.get(dut.compute.valid):
+            ctx.set(dut.compute.ready, not self.hold_compute)
+            if ctx.get(dut.compute.valid) and not self.hold_compute:
                 cm = ctx.get(dut.compute.payload)
                 words = [self.mem.read_dword(cm.descriptor + 4 * i)
-                         for i in range(LaunchDescriptor.size // 32)]
+                         for i in range(LAUNCH_DESCRIPTOR_DWORDS)]
                 desc = decode_launch_descriptor(words)
                 rec = {"channel": cm.channel, "seq": cm.seq, "descriptor": cm.descriptor,
                        "kernel_id": desc["kernel_id"]}
