@@ -1,0 +1,138 @@
+from rtl.config import SMALL
+from rtl.layouts import SemOp
+from rtl.syncpoint import SyncpointUnit, ReleaseKind
+from tests.helpers import simulate
+
+CFG = SMALL
+
+
+async def dispatch(ctx, dut, channel):
+    ctx.set(dut.dispatched.valid, 1)
+    ctx.set(dut.dispatched.payload, channel)
+    await ctx.tick()
+    ctx.set(dut.dispatched.valid, 0)
+
+
+async def complete(ctx, dut, channel, seq, port="compute_done"):
+    p = getattr(dut, port)
+    ctx.set(p.valid, 1)
+    ctx.set(p.payload, {"channel": channel, "seq": seq})
+    await ctx.tick()
+    ctx.set(p.valid, 0)
+
+
+async def release(ctx, dut, **fields):
+    rec = {"channel": 0, "seq": 0, "address": 0, "payload": 0, "kind": ReleaseKind.SET,
+           "wfi": 1, "timestamp": 0, "wide": 0, "to_counter": 1, "index": 0}
+    rec.update(fields)
+    assert ctx.get(dut.release.ready)
+    ctx.set(dut.release.valid, 1)
+    ctx.set(dut.release.payload, rec)
+    await ctx.tick()
+    ctx.set(dut.release.valid, 0)
+
+
+def test_release_waits_for_earlier_work_only():
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        await dispatch(ctx, dut, 0)          # seq 0
+        await dispatch(ctx, dut, 0)          # seq 1
+        await release(ctx, dut, seq=2, index=5, payload=42)
+        await dispatch(ctx, dut, 0)          # seq 2: later than the release
+        assert ctx.get(dut.release_busy) & 1 and not ctx.get(dut.release.ready)
+        await complete(ctx, dut, 0, 1)
+        await ctx.tick().repeat(3)
+        assert ctx.get(dut.counters[5]) == 0
+        await complete(ctx, dut, 0, 0, port="copy_done")
+        await ctx.tick().repeat(2)
+        assert ctx.get(dut.counters[5]) == 42      # seq 2 still runs, and does not hold it
+        assert ctx.get(dut.in_flight[0]) == 1 and not ctx.get(dut.all_complete)
+        await complete(ctx, dut, 0, 2)
+        assert ctx.get(dut.all_complete)
+
+    simulate(dut, tb)
+
+
+def test_increment_and_add_reductions():
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        for kind, payload in ((ReleaseKind.INC, 0), (ReleaseKind.INC, 0), (ReleaseKind.ADD, 10)):
+            await release(ctx, dut, index=2, kind=kind, payload=payload, wfi=0)
+            await ctx.tick()
+        assert ctx.get(dut.counters[2]) == 12
+
+    simulate(dut, tb)
+
+
+def test_acquire_parks_then_wakes_on_release():
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        ctx.set(dut.acquire.valid, 1)
+        ctx.set(dut.acquire.payload, {"channel": 3, "index": 1, "value": 2,
+                                      "op": SemOp.ACQ_STRICT_GEQ})
+        assert not ctx.get(dut.acquire_met)
+        await ctx.tick()
+        ctx.set(dut.acquire.valid, 0)
+        assert ctx.get(dut.parked) == 0b1000
+        await release(ctx, dut, channel=1, index=1, payload=1, wfi=0)
+        await ctx.tick().repeat(CFG.channels + 2)
+        assert ctx.get(dut.parked) == 0b1000        # 1 < 2: still waiting
+        await release(ctx, dut, channel=1, index=1, payload=2, wfi=0)
+        for waited in range(CFG.channels + 3):
+            if not ctx.get(dut.parked):
+                break
+            await ctx.tick()
+        assert not ctx.get(dut.parked) and waited <= CFG.channels + 2
+        assert ctx.get(dut.quiescent)
+
+    simulate(dut, tb)
+
+
+def test_acquire_conditions_including_wraparound():
+    dut = SyncpointUnit(CFG)
+    cases = [  # (counter, value, op, met)
+        (5, 5, SemOp.ACQUIRE, True), (6, 5, SemOp.ACQUIRE, False),
+        (6, 5, SemOp.ACQ_STRICT_GEQ, True), (4, 5, SemOp.ACQ_STRICT_GEQ, False),
+        (0x0000_0003, 0xFFFF_FFF0, SemOp.ACQ_CIRC_GEQ, True),     # wrapped past
+        (0x0000_0003, 0xFFFF_FFF0, SemOp.ACQ_STRICT_GEQ, False),
+        (0xFFFF_FFF0, 0x0000_0003, SemOp.ACQ_CIRC_GEQ, False),
+    ]
+
+    async def tb(ctx):
+        for counter, value, op, met in cases:
+            await release(ctx, dut, index=0, payload=counter, wfi=0)
+            await ctx.tick()
+            ctx.set(dut.acquire.payload, {"channel": 0, "index": 0, "value": value, "op": op})
+            assert bool(ctx.get(dut.acquire_met)) == met, (hex(counter), hex(value), op)
+
+    simulate(dut, tb)
+
+
+def test_timestamp_release_writes_payload_then_now():
+    dut = SyncpointUnit(CFG)
+    writes = []
+
+    async def tb(ctx):
+        ctx.set(dut.now, 1000)
+        ctx.set(dut.dma_write.ready, 0)
+        await dispatch(ctx, dut, 2)
+        await release(ctx, dut, channel=2, seq=1, to_counter=0, address=0x40_0000_0100,
+                      payload=0x1234_5678_9ABC, wide=1, timestamp=1)
+        await ctx.tick().repeat(4)
+        assert not ctx.get(dut.dma_write.valid)     # its kernel still runs
+        await complete(ctx, dut, 2, 0)
+        ctx.set(dut.now, 1234)
+        ctx.set(dut.dma_write.ready, 1)
+        for _ in range(12):
+            if ctx.get(dut.dma_write.valid):
+                w = ctx.get(dut.dma_write.payload)
+                writes.append((w.address, w.data, w.wide))
+            await ctx.tick()
+            ctx.set(dut.now, 1234 + 1)
+        assert not ctx.get(dut.release_busy)
+
+    simulate(dut, tb)
+    assert writes == [(0x40_0000_0100, 0x1234_5678_9ABC, 1), (0x40_0000_0108, 1235, 1)]
