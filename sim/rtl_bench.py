@@ -85,6 +85,7 @@ class FrontEndBench:
         self.launch_cycles = launch_cycles
         self.copy_bytes_per_cycle = copy_bytes_per_cycle
         self.log = BenchLog()
+        self.mmio_log = []              # (cycle, address, data) MMIO writes as issued
         self.rings = {}
         self.cycle = 0
         self._mmio = deque()            # pending (address, data) MMIO writes
@@ -286,6 +287,7 @@ class FrontEndBench:
                 heapq.heappop(self._actions)[2](self)
             if self._mmio:
                 address, value = self._mmio.popleft()
+                self.mmio_log.append((now, address, value))
                 ctx.set(dut.mmio.valid, 1)
                 ctx.set(dut.mmio.payload, {"address": address, "data": value})
             else:
