@@ -293,3 +293,20 @@ def test_vcd_names_signals_and_channel_states(tmp_path):
     # enum-shaped signals are written with their member names
     for state in ("PARKED", "READY", "IDLE", "ARBITRATE", "EXECUTE", "DISPATCH"):
         assert state in text, state
+
+
+def test_idle_means_only_external_events_remain():
+    b = make_bench()
+    sp = syncpoint_address(SMALL, 1)
+    assert b.peek(b.dut.idle) == 1                        # nothing to do at reset
+    b.submit(0, PushBuffer().launch(kernel(b, 1, block_ns=500)).sem_release(sp, 1))
+    b.submit(1, PushBuffer().sem_acquire(sp, 1).launch(kernel(b, 2)))
+    b.run(8)
+    assert b.peek(b.dut.idle) == 0                        # doorbells are being fetched
+    b.run(200)
+    # the kernel runs in the engine, channel 1 is parked: only a completion can change things
+    assert channel_state(b, 1)[0] == ChannelState.PARKED
+    assert b.peek(b.dut.idle) == 1
+    b.run_until_idle()
+    assert [k for _, k in dispatched(b)] == [1, 2]
+    assert b.peek(b.dut.idle) == 1
