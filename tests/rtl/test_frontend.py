@@ -71,38 +71,34 @@ def test_signal_in_one_channel_releases_wait_in_another():
     assert channel_state(b, 1)[0] == ChannelState.IDLE
 
 
-def test_priority_orders_dispatch():
-    b = make_bench(priorities={0: 0, 1: 3})
-    b.hold_compute = True            # the engine is busy: work piles up in both FIFOs
-    for c in (0, 1):
-        pb = PushBuffer()
-        for k in range(4):
-            pb.launch(kernel(b, 10 * c + k))
-        b.submit(c, pb)
-    b.run(200)
-    b.hold_compute = False
-    b.run_until_idle()
-    order = [k for _, k in dispatched(b)]
-    # whichever launch the CP was holding goes first; then channel 1 (priority 3) drains
-    # completely before channel 0 (priority 0) continues
-    rest = order[1:]
-    high = [k for k in rest if k >= 10]
-    assert rest[:len(high)] == high
-    assert sorted(order) == [0, 1, 2, 3, 10, 11, 12, 13]
-
-
-def test_priority_round_robin_within_a_level():
-    b = make_bench(priorities={0: 1, 1: 1})
+def order_after_busy_engine(priorities, launches):
+    """Kernel ids in dispatch order when two channels' launches pile up behind a busy
+    compute engine (channel c launches kernels 10c, 10c+1, ...)."""
+    b = make_bench(priorities=priorities)
     b.hold_compute = True
     for c in (0, 1):
         pb = PushBuffer()
-        for k in range(3):
+        for k in range(launches):
             pb.launch(kernel(b, 10 * c + k))
         b.submit(c, pb)
     b.run(200)
     b.hold_compute = False
     b.run_until_idle()
-    channels = [k // 10 for _, k in dispatched(b)]
+    return [k for _, k in dispatched(b)]
+
+
+def test_priority_orders_dispatch():
+    order = order_after_busy_engine({0: 0, 1: 3}, 4)
+    # whichever launch the CP was holding goes first; then channel 1 (priority 3) drains
+    # completely before channel 0 (priority 0) continues
+    assert sorted(order) == [0, 1, 2, 3, 10, 11, 12, 13]
+    rest = order[1:]
+    high = [k for k in rest if k >= 10]
+    assert rest[:len(high)] == high
+
+
+def test_priority_round_robin_within_a_level():
+    channels = [k // 10 for k in order_after_busy_engine({0: 1, 1: 1}, 3)]
     assert channels in ([0, 1, 0, 1, 0, 1], [1, 0, 1, 0, 1, 0])
 
 
