@@ -22,37 +22,7 @@ from amaranth.sim import Simulator
 from rtl.frontend import FrontEnd
 from rtl.layouts import ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, LAUNCH_DESCRIPTOR_DWORDS
 from .encode import gp_entry, decode_launch_descriptor
-
-
-class HostMemory:
-    def __init__(self):
-        self.words = {}
-        self.regions = []          # (start, end) byte ranges that DMA may touch
-        self._next = 0x1_0000_0000
-
-    def alloc(self, size, align=256):
-        base = (self._next + align - 1) // align * align
-        self._next = base + size
-        self.regions.append((base, base + size))
-        return base
-
-    def mapped(self, address, size=4):
-        return any(lo <= address and address + size <= hi for lo, hi in self.regions)
-
-    def write_dwords(self, address, dwords):
-        for i, d in enumerate(dwords):
-            self.words[address + 4 * i] = d & 0xFFFFFFFF
-
-    def read_dword(self, address):
-        return self.words.get(address, 0)
-
-    def read64(self, address):
-        return self.read_dword(address) | (self.read_dword(address + 4) << 32)
-
-    def write64(self, address, value, wide=True):
-        self.words[address] = value & 0xFFFFFFFF
-        if wide:
-            self.words[address + 4] = (value >> 32) & 0xFFFFFFFF
+from .hostmem import HostMemory
 
 
 @dataclass

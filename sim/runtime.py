@@ -1,0 +1,378 @@
+"""The host driver model: a CUDA-like runtime over a user-mode driver (UMD) and the KMD.
+
+API calls are named after the CUDA runtime calls they model and run on one CPU thread; each
+is a generator (drive it with ``yield from``) that yields CPU time and waits to the
+co-simulation (see ``cosim.py``).
+
+UMD, as DESIGN.md section 2 describes it:
+
+- streams are mapped round robin onto ``max_connections`` compute channels; H2D and D2H copies
+  go to two copy channels of their own; D2D copies run on the stream's compute channel;
+- every stream has a syncpoint counter: each piece of work releases it (RELEASE_WFI, value =
+  the stream's work count) and the next piece of the same stream acquires it first, so
+  kernels of one stream are ordered and kernels of two streams sharing a channel are not;
+- an event record writes the event's host semaphore (a RELEASE with timestamp for a timing
+  event, the payload only with ``cudaEventDisableTiming``); ``stream_wait_event`` acquires
+  the recording stream's syncpoint at the value it had when the event was recorded;
+- host waits push a host-semaphore release behind the stream's work and poll it;
+- each call's commands are kicked off at once (one GPFIFO entry, one doorbell); a channel
+  whose ring or push buffer is full blocks the calling thread until the GPU has read enough.
+"""
+
+from dataclasses import dataclass, field
+
+from rtl.layouts import ChannelReg, SemOp
+from .encode import PushBuffer, launch_descriptor, syncpoint_address, gp_entry
+from .engines import Kernel, Copy
+from .events import ps
+
+RUNTIME_NAMES = {
+    "launch_kernel": "cudaLaunchKernel_v7000",
+    "memcpy_async": "cudaMemcpyAsync_v3020",
+    "event_record": "cudaEventRecord_v3020",
+    "stream_wait_event": "cudaStreamWaitEvent_v3020",
+    "stream_synchronize": "cudaStreamSynchronize_v3020",
+    "event_synchronize": "cudaEventSynchronize_v3020",
+    "event_query": "cudaEventQuery_v3020",
+    "device_synchronize": "cudaDeviceSynchronize_v3020",
+    "stream_create": "cudaStreamCreateWithPriority_v5050",
+    "event_create": "cudaEventCreateWithFlags_v3020",
+}
+
+# CUPTI synchronization types
+SYNC_EVENT, SYNC_STREAM, SYNC_DEVICE = 1, 3, 4
+COPY_KINDS = {"h2d": 1, "d2h": 2, "d2d": 8}
+STREAM_ID_BASE = 13          # CUDA's first user stream id, as in the reference traces
+NO_ID = 4294967295
+
+
+class ApiError(ValueError):
+    pass
+
+
+@dataclass
+class Channel:
+    id: int
+    kind: str                       # "compute", "h2d", "d2h"
+    ring_base: int
+    ring_entries: int
+    pb_bytes: int
+    put: int = 0
+    outstanding: int = 0            # GPFIFO entries the GPU has not finished reading
+    pb_used: int = 0
+    priority: int = 0
+
+
+@dataclass
+class Stream:
+    name: str
+    id: int
+    priority: int                   # CUDA: 0 least, negative greater
+    channel: Channel
+    syncpoint: int
+    work: int = 0                   # releases of its syncpoint so far
+    last_channel: Channel = None    # channel of its latest work
+    host_sem: int = 0
+    host_value: int = 0
+
+
+@dataclass
+class Event:
+    name: str
+    id: int
+    timing: bool
+    host_sem: int
+    count: int = 0                  # records so far
+    stream: Stream = None           # stream and syncpoint value of the latest record
+    value: int = 0
+
+
+class Runtime:
+    def __init__(self, cosim):
+        self.sim = cosim
+        self.p = cosim.p
+        self.records = []            # timeline records (dicts), in the order they are made
+        self.marks = []
+        self.streams = {}
+        self.events = {}
+        self.blocked_launches = 0
+        self._corr = 100
+        mc = cosim.max_connections
+        self.compute_channels = [self._make_channel(i, "compute") for i in range(mc)]
+        self.copy_channels = {"h2d": self._make_channel(mc, "h2d"),
+                              "d2h": self._make_channel(mc + 1, "d2h")}
+        self._next_device_address = 0x80_0000_0000
+
+    # -- set-up -----------------------------------------------------------------------------------
+
+    def _make_channel(self, cid, kind):
+        entries = self.p.gpfifo_entries
+        base = self.sim.mem.alloc(8 * entries)
+        ch = Channel(cid, kind, base, entries, self.p.pushbuffer_bytes)
+        reg = lambda r: self.sim.channel_register(cid, r)
+        # programmed by the KMD at context creation, before the program starts
+        for r, v in ((ChannelReg.GPFIFO_BASE_LO, base & 0xFFFFFFFF),
+                     (ChannelReg.GPFIFO_BASE_HI, base >> 32),
+                     (ChannelReg.GPFIFO_ENTRIES_LOG2, (entries - 1).bit_length())):
+            self.sim.mmio_write(reg(r), v, delay_ns=0)
+        return ch
+
+    def _corr_id(self):
+        self._corr += 1
+        return self._corr
+
+    def now(self):
+        return self.sim.now_ns
+
+    def _runtime_record(self, api, start, corr, **extra):
+        rec = {"kind": "runtime", "name": RUNTIME_NAMES[api], "corr": corr, "tid": 1,
+               "start": start, "end": self.now()}
+        rec.update(extra)
+        self.records.append(rec)
+        return rec
+
+    # -- the UMD: commands, kickoff, space ------------------------------------------------------------
+
+    def _kickoff(self, ch, pb):
+        """Write a GPFIFO entry for ``pb`` and ring the doorbell; block while full."""
+        nbytes = 4 * len(pb)
+        full = lambda: (ch.outstanding >= ch.ring_entries - 1
+                        or ch.pb_used + nbytes > ch.pb_bytes)
+        blocked = full()
+        yield ("wait", lambda: not full(),
+               f"a launch on channel {ch.id} waiting for GPFIFO or push-buffer space")
+        seg = self.sim.mem.alloc(nbytes, align=4)
+        self.sim.mem.write_dwords(seg, pb.words)
+        entry = gp_entry(seg, len(pb))
+        self.sim.mem.write_dwords(ch.ring_base + 8 * ch.put, [entry & 0xFFFFFFFF, entry >> 32])
+        ch.put = (ch.put + 1) % ch.ring_entries
+        ch.outstanding += 1
+        ch.pb_used += nbytes
+
+        def consumed():
+            ch.outstanding -= 1
+            ch.pb_used -= nbytes
+            self.sim.poke_cpu()
+        self.sim.segment_ends[seg + nbytes] = consumed
+        self.sim.mmio_write(self.sim.channel_register(ch.id, ChannelReg.GP_PUT), ch.put)
+        return blocked
+
+    def _order_after_stream(self, pb, stream, ch):
+        """Acquire the stream's syncpoint when its latest work may still run."""
+        if stream.work:
+            pb.sem_acquire(syncpoint_address(self.sim.cfg, stream.syncpoint), stream.work,
+                           SemOp.ACQ_CIRC_GEQ)
+
+    def _release_stream(self, pb, stream, ch):
+        stream.work += 1
+        stream.last_channel = ch
+        pb.sem_release(syncpoint_address(self.sim.cfg, stream.syncpoint), stream.work, wfi=True)
+
+    def _stream(self, name):
+        try:
+            return self.streams[name]
+        except KeyError:
+            raise ApiError(f"unknown stream {name!r}") from None
+
+    def _event(self, name):
+        try:
+            return self.events[name]
+        except KeyError:
+            raise ApiError(f"unknown event {name!r}") from None
+
+    # -- the API --------------------------------------------------------------------------------------
+
+    def stream_create(self, name, priority=0):
+        if name in self.streams:
+            raise ApiError(f"stream {name!r} already exists")
+        start, corr = self.now(), self._corr_id()
+        idx = len(self.streams)
+        if idx >= self.sim.cfg.syncpoints:
+            raise ApiError(f"more streams than syncpoints ({self.sim.cfg.syncpoints})")
+        ch = self.compute_channels[idx % len(self.compute_channels)]
+        s = Stream(name, STREAM_ID_BASE + idx, priority, ch, syncpoint=idx,
+                   host_sem=self.sim.mem.alloc(16, align=16))
+        self.streams[name] = s
+        level = min(max(-priority, 0), self.sim.cfg.priority_levels - 1)
+        if level > ch.priority:
+            ch.priority = level
+            self.sim.mmio_write(self.sim.channel_register(ch.id, ChannelReg.PRIORITY), level)
+        yield ("cpu", self.p.stream_create_cpu_ns)
+        self._runtime_record("stream_create", start, corr)
+
+    def event_create(self, name, timing=True):
+        if name in self.events:
+            raise ApiError(f"event {name!r} already exists")
+        start, corr = self.now(), self._corr_id()
+        self.events[name] = Event(name, len(self.events) + 1, bool(timing),
+                                  host_sem=self.sim.mem.alloc(16, align=16))
+        yield ("cpu", self.p.event_create_cpu_ns)
+        self._runtime_record("event_create", start, corr)
+
+    def launch_kernel(self, name, grid, block, block_ns, stream):
+        s = self._stream(stream)
+        start, corr = self.now(), self._corr_id()
+        ch = s.channel
+        threads = block[0] * block[1] * block[2]
+        if not 0 < threads <= self.p.max_threads_per_sm:
+            raise ApiError(f"block {block} has {threads} threads; 1..{self.p.max_threads_per_sm}")
+        desc = self.sim.mem.alloc(256, align=256)
+        self.sim.mem.write_dwords(desc, launch_descriptor(grid, block, int(block_ns),
+                                                          kernel_id=corr))
+        pb = PushBuffer()
+        self._order_after_stream(pb, s, ch)
+        pb.launch(desc)
+        self._release_stream(pb, s, ch)
+        yield ("cpu", self.p.launch_encode_ns)
+        queued = self.now()
+        yield ("cpu", self.p.kickoff_ns)
+        blocked = yield from self._kickoff(ch, pb)
+        self.blocked_launches += bool(blocked)
+        submitted = self.now()
+        rec = {"kind": "kernel", "name": name, "corr": corr, "stream": s.id, "channel": ch.id,
+               "channel_type": 1, "queued": queued, "submitted": submitted, "start": None,
+               "end": None, "grid": list(grid), "block": list(block), "graph_id": 0,
+               "graph_node": 0}
+        kernel = Kernel(None, grid[0] * grid[1] * grid[2], threads, block_ns,
+                        priority=-s.priority)
+        self.sim.launches[desc] = (kernel, rec)
+        rec["_kernel"] = kernel
+        self.records.append(rec)
+        rest = self.p.launch_cpu_ns - self.p.launch_encode_ns - self.p.kickoff_ns
+        yield ("cpu", max(rest, 0))
+        self._runtime_record("launch_kernel", start, corr, **({"blocked": True} if blocked else {}))
+
+    def memcpy_async(self, kind, nbytes, stream):
+        if kind not in COPY_KINDS:
+            raise ApiError(f"memcpy kind {kind!r}: one of {sorted(COPY_KINDS)}")
+        s = self._stream(stream)
+        start, corr = self.now(), self._corr_id()
+        ch = self.copy_channels.get(kind, s.channel)
+        dst = self._next_device_address
+        self._next_device_address += max(256, (nbytes + 255) // 256 * 256)
+        pb = PushBuffer()
+        self._order_after_stream(pb, s, ch)
+        pb.copy(0x90_0000_0000, dst, nbytes)
+        self._release_stream(pb, s, ch)
+        yield ("cpu", self.p.memcpy_cpu_ns)
+        yield from self._kickoff(ch, pb)
+        rec = {"kind": "memcpy", "copy_kind": COPY_KINDS[kind], "bytes": nbytes, "corr": corr,
+               "stream": s.id, "channel": ch.id, "channel_type": 1 if kind == "d2d" else 2,
+               "start": None, "end": None, "graph_id": 0, "graph_node": 0}
+        job = Copy(None, kind, nbytes)
+        rec["_copy"] = job
+        self.sim.copy_jobs[dst] = (job, rec)
+        self.records.append(rec)
+        self._runtime_record("memcpy_async", start, corr)
+
+    def event_record(self, event, stream):
+        e, s = self._event(event), self._stream(stream)
+        start, corr = self.now(), self._corr_id()
+        ch = s.channel
+        e.count += 1
+        e.stream, e.value = s, s.work
+        pb = PushBuffer()
+        if s.last_channel is not None and s.last_channel is not ch:
+            self._order_after_stream(pb, s, ch)
+        pb.sem_release(e.host_sem, e.count, wfi=True, timestamp=e.timing, wide=e.timing)
+        yield ("cpu", self.p.event_record_timing_cpu_ns if e.timing
+               else self.p.event_record_cpu_ns)
+        yield from self._kickoff(ch, pb)
+        self._runtime_record("event_record", start, corr)
+
+    def stream_wait_event(self, stream, event):
+        s, e = self._stream(stream), self._event(event)
+        start, corr = self.now(), self._corr_id()
+        if e.stream is not None and e.value > 0:
+            pb = PushBuffer().sem_acquire(syncpoint_address(self.sim.cfg, e.stream.syncpoint),
+                                          e.value, SemOp.ACQ_CIRC_GEQ)
+            yield ("cpu", self.p.stream_wait_event_cpu_ns)
+            yield from self._kickoff(s.channel, pb)
+        else:
+            yield ("cpu", self.p.stream_wait_event_cpu_ns)
+        self._runtime_record("stream_wait_event", start, corr)
+
+    def _host_fence(self, s):
+        """Commands that write the stream's host semaphore once its work is done."""
+        if s.work == 0:
+            return None
+        s.host_value += 1
+        pb = PushBuffer()
+        self._order_after_stream(pb, s, s.channel)
+        pb.sem_release(s.host_sem, s.host_value, wfi=False)
+        return pb
+
+    def _wait_host(self, address, value, why):
+        yield ("wait", lambda: self.sim.mem.read_dword(address) >= value, why)
+
+    def stream_synchronize(self, stream):
+        s = self._stream(stream)
+        start, corr = self.now(), self._corr_id()
+        yield ("cpu", self.p.sync_call_ns)
+        sync_start = self.now()
+        pb = self._host_fence(s)
+        if pb is not None:
+            yield from self._kickoff(s.channel, pb)
+            yield from self._wait_host(s.host_sem, s.host_value,
+                                       f"stream_synchronize({stream!r})")
+            yield ("cpu", self.p.sync_return_ns)
+        self.records.append({"kind": "sync", "type": SYNC_STREAM, "corr": corr, "stream": s.id,
+                             "event": NO_ID, "start": sync_start, "end": self.now()})
+        self._runtime_record("stream_synchronize", start, corr)
+
+    def event_synchronize(self, event):
+        e = self._event(event)
+        start, corr = self.now(), self._corr_id()
+        yield ("cpu", self.p.sync_call_ns)
+        sync_start = self.now()
+        if e.count:
+            yield from self._wait_host(e.host_sem, e.count, f"event_synchronize({event!r})")
+            yield ("cpu", self.p.sync_return_ns)
+        self.records.append({"kind": "sync", "type": SYNC_EVENT, "corr": corr,
+                             "stream": NO_ID, "event": e.id, "start": sync_start,
+                             "end": self.now()})
+        self._runtime_record("event_synchronize", start, corr)
+
+    def event_query(self, event):
+        """Spin on cudaEventQuery until the event has completed (one record per query)."""
+        e = self._event(event)
+        while True:
+            start, corr = self.now(), self._corr_id()
+            yield ("cpu", self.p.query_cpu_ns)
+            done = self.sim.mem.read_dword(e.host_sem) >= e.count
+            self.records.append({"kind": "sync", "type": SYNC_EVENT, "corr": corr,
+                                 "stream": NO_ID, "event": e.id, "start": start,
+                                 "end": self.now()})
+            self._runtime_record("event_query", start, corr)
+            if done:
+                return
+            if self.sim.device_quiet():
+                raise ApiError(f"event_query({event!r}) can never succeed: the GPU is idle "
+                               f"and nothing else is due")
+
+    def device_synchronize(self):
+        start, corr = self.now(), self._corr_id()
+        yield ("cpu", self.p.sync_call_ns)
+        sync_start = self.now()
+        waits = []
+        for s in self.streams.values():
+            pb = self._host_fence(s)
+            if pb is not None:
+                yield from self._kickoff(s.channel, pb)
+                waits.append((s.host_sem, s.host_value))
+        if waits:
+            yield ("wait", lambda: all(self.sim.mem.read_dword(a) >= v for a, v in waits),
+                   "device_synchronize()")
+            yield ("cpu", self.p.sync_return_ns)
+        self.records.append({"kind": "sync", "type": SYNC_DEVICE, "corr": corr,
+                             "stream": NO_ID, "event": NO_ID, "start": sync_start,
+                             "end": self.now()})
+        self._runtime_record("device_synchronize", start, corr)
+
+    def host_sleep(self, ns):
+        yield ("cpu", ns)
+
+    def mark(self, what):
+        self.marks.append({"kind": "meta", "what": what, "t": self.now()})
+        return
+        yield

@@ -1,0 +1,181 @@
+"""Workload files: a CUDA-like program as JSON, so a scenario can be written without Python.
+
+    {"name": "xstream", "max_connections": 8,
+     "program": [{"op": "stream_create", "name": "a", "priority": 0}, ...]}
+
+Ops and their fields are listed in :data:`OPS` (required fields first, then optional ones with
+defaults). A bad file is rejected with :class:`WorkloadError` naming the file, the op's index
+path (``program[3].body[1]``) and the reason.
+"""
+
+import json
+import pathlib
+
+
+class WorkloadError(ValueError):
+    pass
+
+
+_INT = (int,)
+_NUM = (int, float)
+
+#: op -> {field: (types, default or REQUIRED)}
+REQUIRED = object()
+OPS = {
+    "stream_create": {"name": (str, REQUIRED), "priority": (_INT, 0)},
+    "event_create": {"name": (str, REQUIRED), "timing": (bool, True)},
+    "launch_kernel": {"stream": (str, REQUIRED), "kernel": (str, REQUIRED),
+                      "grid": (list, [1, 1, 1]), "block": (list, [32, 1, 1]),
+                      "block_ns": (_NUM, 0)},
+    "memcpy_async": {"stream": (str, REQUIRED), "kind": (str, REQUIRED),
+                     "bytes": (_INT, REQUIRED)},
+    "event_record": {"event": (str, REQUIRED), "stream": (str, REQUIRED)},
+    "stream_wait_event": {"stream": (str, REQUIRED), "event": (str, REQUIRED)},
+    "stream_synchronize": {"stream": (str, REQUIRED)},
+    "event_synchronize": {"event": (str, REQUIRED)},
+    "event_query": {"event": (str, REQUIRED)},
+    "device_synchronize": {},
+    "host_sleep": {"ns": (_NUM, REQUIRED)},
+    "mark": {"what": (str, REQUIRED)},
+    "repeat": {"count": (_INT, REQUIRED), "body": (list, REQUIRED)},
+}
+
+
+def _dims(value, where, name):
+    if (not isinstance(value, list) or not 1 <= len(value) <= 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                       for v in value)):
+        raise WorkloadError(f"{where}: {name} must be a list of 1 to 3 positive integers, "
+                            f"not {value!r}")
+    return list(value) + [1] * (3 - len(value))
+
+
+def _check_ops(ops, where, names):
+    if not isinstance(ops, list):
+        raise WorkloadError(f"{where}: must be a list of ops")
+    checked = []
+    for i, op in enumerate(ops):
+        here = f"{where}[{i}]"
+        if not isinstance(op, dict):
+            raise WorkloadError(f"{here}: an op must be an object, not {op!r}")
+        kind = op.get("op")
+        if kind not in OPS:
+            raise WorkloadError(f"{here}: unknown op {kind!r} (known: {', '.join(OPS)})")
+        spec = OPS[kind]
+        extra = sorted(set(op) - set(spec) - {"op"})
+        if extra:
+            raise WorkloadError(f"{here}: {kind} has no field(s) {', '.join(extra)}")
+        out = {"op": kind}
+        for name, (types, default) in spec.items():
+            if name not in op:
+                if default is REQUIRED:
+                    raise WorkloadError(f"{here}: {kind} needs field {name!r}")
+                out[name] = default
+                continue
+            v = op[name]
+            if not isinstance(v, types) or (isinstance(v, bool) and types is not bool):
+                raise WorkloadError(f"{here}: {kind}.{name} has the wrong type ({v!r})")
+            out[name] = v
+        if kind in ("stream_create", "event_create"):
+            table = names["stream" if kind == "stream_create" else "event"]
+            if out["name"] in table:
+                raise WorkloadError(f"{here}: {kind} {out['name']!r} already exists")
+            table.add(out["name"])
+        for ref, table in (("stream", "stream"), ("event", "event")):
+            if ref in spec and kind not in ("stream_create", "event_create"):
+                if out[ref] not in names[table]:
+                    raise WorkloadError(f"{here}: {kind} refers to {table} {out[ref]!r}, "
+                                        f"which was not created before")
+        if kind == "launch_kernel":
+            out["grid"] = _dims(out["grid"], here, "grid")
+            out["block"] = _dims(out["block"], here, "block")
+            if out["block_ns"] < 0:
+                raise WorkloadError(f"{here}: block_ns must be >= 0")
+        if kind == "memcpy_async":
+            if out["kind"] not in ("h2d", "d2h", "d2d"):
+                raise WorkloadError(f"{here}: memcpy kind must be h2d, d2h or d2d")
+            if out["bytes"] <= 0:
+                raise WorkloadError(f"{here}: bytes must be positive")
+        if kind == "host_sleep" and out["ns"] < 0:
+            raise WorkloadError(f"{here}: ns must be >= 0")
+        if kind == "repeat":
+            if out["count"] < 0:
+                raise WorkloadError(f"{here}: count must be >= 0")
+            out["body"] = _check_ops(out["body"], f"{here}.body", names)
+        checked.append(out)
+    return checked
+
+
+def parse_workload(data, source="<workload>"):
+    if not isinstance(data, dict):
+        raise WorkloadError(f"{source}: the top level must be an object")
+    extra = sorted(set(data) - {"name", "max_connections", "program", "description"})
+    if extra:
+        raise WorkloadError(f"{source}: unknown top-level field(s) {', '.join(extra)}")
+    if "program" not in data:
+        raise WorkloadError(f"{source}: no 'program'")
+    mc = data.get("max_connections")
+    if mc is not None and (not isinstance(mc, int) or not 1 <= mc <= 32):
+        raise WorkloadError(f"{source}: max_connections must be 1..32")
+    names = {"stream": set(), "event": set()}
+    program = _check_ops(data["program"], f"{source}: program", names)
+    return {"name": data.get("name", pathlib.Path(source).stem), "max_connections": mc,
+            "description": data.get("description", ""), "program": program}
+
+
+def load_workload(path):
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise WorkloadError(f"{path}: cannot read ({e.strerror})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise WorkloadError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+    return parse_workload(data, str(path))
+
+
+def count_ops(program):
+    """Number of API calls the program makes (repeats expanded)."""
+    n = 0
+    for op in program:
+        n += op["count"] * count_ops(op["body"]) if op["op"] == "repeat" else 1
+    return n
+
+
+def run_program(program, rt, progress=None):
+    """Generator: the CPU thread executing ``program`` on runtime ``rt``."""
+    for op in program:
+        kind = op["op"]
+        if kind == "repeat":
+            for _ in range(op["count"]):
+                yield from run_program(op["body"], rt, progress)
+            continue
+        if kind == "stream_create":
+            yield from rt.stream_create(op["name"], op["priority"])
+        elif kind == "event_create":
+            yield from rt.event_create(op["name"], op["timing"])
+        elif kind == "launch_kernel":
+            yield from rt.launch_kernel(op["kernel"], op["grid"], op["block"], op["block_ns"],
+                                        op["stream"])
+        elif kind == "memcpy_async":
+            yield from rt.memcpy_async(op["kind"], op["bytes"], op["stream"])
+        elif kind == "event_record":
+            yield from rt.event_record(op["event"], op["stream"])
+        elif kind == "stream_wait_event":
+            yield from rt.stream_wait_event(op["stream"], op["event"])
+        elif kind == "stream_synchronize":
+            yield from rt.stream_synchronize(op["stream"])
+        elif kind == "event_synchronize":
+            yield from rt.event_synchronize(op["event"])
+        elif kind == "event_query":
+            yield from rt.event_query(op["event"])
+        elif kind == "device_synchronize":
+            yield from rt.device_synchronize()
+        elif kind == "host_sleep":
+            yield from rt.host_sleep(op["ns"])
+        elif kind == "mark":
+            yield from rt.mark(op["what"])
+        if progress:
+            progress()
