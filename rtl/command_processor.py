@@ -60,6 +60,7 @@ class CommandProcessor(wiring.Component):
             "acquire_met": In(1),
             "parked": In(n),
             "release_busy": In(n),
+            "release_stall": In(n),
             "all_complete": In(1),
             "dispatched": Out(stream.Signature(cb)),
             "compute": Out(stream.Signature(launch_record_layout(cfg))),
@@ -114,7 +115,7 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += st.eq(ChannelState.ERROR)
             with m.Elif(self.parked[i]):
                 m.d.comb += st.eq(ChannelState.PARKED)
-            with m.Elif(blocked[i]):
+            with m.Elif(blocked[i] | self.release_stall[i]):
                 m.d.comb += st.eq(ChannelState.BLOCKED)
             with m.Elif(self.nonempty[i] | replay[i]):
                 m.d.comb += st.eq(ChannelState.READY)
@@ -314,6 +315,7 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += ctx.eq(ctx_rp.data)
             with m.Case(CPState.FETCH):
                 with m.If(err.bit_select(chan, 1) | self.parked.bit_select(chan, 1)
+                          | self.release_stall.bit_select(chan, 1)
                           | (replay.bit_select(chan, 1)
                              & self.release_busy.bit_select(chan, 1))):
                     leave()

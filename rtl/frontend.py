@@ -95,7 +95,8 @@ class FrontEnd(wiring.Component):
             ff.read_pop.eq(cp.read_pop), cp.nonempty.eq(ff.nonempty),
             cp.priority.eq(db.priority),
             cp.acquire_met.eq(sp.acquire_met), cp.parked.eq(sp.parked),
-            cp.release_busy.eq(sp.release_busy), cp.all_complete.eq(sp.all_complete),
+            cp.release_busy.eq(sp.release_busy), cp.release_stall.eq(sp.release_stall),
+            cp.all_complete.eq(sp.all_complete),
         ]
 
         # errors: a channel in error stops fetching, its FIFO data is discarded

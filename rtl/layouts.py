@@ -163,7 +163,7 @@ class ChannelState(enum.Enum, shape=3):
     IDLE = 0       # nothing to decode
     READY = 1      # decodable work in its FIFO
     PARKED = 2     # waiting on a syncpoint acquire
-    BLOCKED = 3    # a release is waiting for its slot
+    BLOCKED = 3    # a release waits for its slot, or a timestamp release is being written
     ERROR = 4      # stopped; cause in ErrorCause
 
 

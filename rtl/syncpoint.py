@@ -8,7 +8,9 @@ channel had dispatched before it has completed (completions carry the dispatch s
 number, so later work does not hold it back); without WFI it fires at once. Firing takes one
 cycle for a counter (set, add, or increment) and one DMA write per 8 bytes for host memory
 (the payload, then ``now`` as an 8-byte timestamp when RELEASE_TIMESTAMP is set). A channel
-whose slot is busy must wait before posting another release (``release_busy``).
+whose slot is busy must wait before posting another release (``release_busy``). A timestamp
+release holds its whole channel until its writes are done (``release_stall``): the timestamp
+must be taken after the work before it and before the work after it.
 
 *Acquire*: the CP presents an acquire and sees ``acquire_met`` in the same cycle; if not met,
 the channel is parked. After any counter change a scanner re-checks every parked channel, one
@@ -70,6 +72,7 @@ class SyncpointUnit(wiring.Component):
             "counters": Out(data.ArrayLayout(32, s)),
             "parked": Out(n),
             "release_busy": Out(n),
+            "release_stall": Out(n),
             "in_flight": Out(data.ArrayLayout(cfg.inflight_bits, n)),
             "all_complete": Out(1),
             "quiescent": Out(1),
@@ -92,6 +95,8 @@ class SyncpointUnit(wiring.Component):
 
         for i in range(s):
             m.d.comb += self.counters[i].eq(counter[i])
+        m.d.comb += self.release_stall.eq(Cat(rel_valid[i] & rel[i].timestamp & ~rel[i].to_counter
+                                              for i in range(n)))
         m.d.comb += [self.parked.eq(parked), self.release_busy.eq(rel_valid),
                      self.release.ready.eq(~rel_valid.bit_select(self.release.payload.channel, 1)),
                      self.acquire.ready.eq(1), self.dispatched.ready.eq(1),

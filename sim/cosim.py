@@ -194,10 +194,13 @@ class CoSim:
             self.copies.launch(job)
 
         # how long the RTL may run on its own
-        pending = (self._mmio or self._resp or self._done["compute"] or self._done["copy"])
+        pending = self._mmio or self._done["compute"] or self._done["copy"]
         idle = io.get(dut.idle)
         self._rtl_idle = idle and not busy_inputs
-        if idle and not busy_inputs and not pending and self.ev.next_time() is None:
+        times = [x for x in (self.ev.next_time(), self._resp[0][0] if self._resp else None)
+                 if x is not None]
+        nxt = min(times) if times else None
+        if idle and not busy_inputs and not pending and nxt is None:
             if self.cpu_done:
                 return 0
             why = self._cpu_wait[1] if self._cpu_wait else "the CPU thread"
@@ -206,8 +209,7 @@ class CoSim:
             return 0
         if busy_inputs or pending:
             return 1
-        nxt = self.ev.next_time()
-        if idle and self.jumps and nxt is not None and nxt > t + self.cycle_ps:
+        if idle and self.jumps and nxt > t + self.cycle_ps:
             # nothing inside will change: jump to the cycle of the next external event
             cycles = -(-(nxt - t) // self.cycle_ps)
             self.stats["jumps"] += 1

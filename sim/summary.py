@@ -1,0 +1,36 @@
+"""The one-screen summary of a run."""
+
+from .timeline import summary
+
+
+def print_summary(result, outputs=None, out=print):
+    s = summary(result.records)
+    st = result.stats
+    w = result.workload
+    out(f"gpufe run: {w['name']}  (params {result.params.name}, "
+        f"max_connections {result.max_connections})")
+    runtime = [r for r in result.records if r["kind"] == "runtime"]
+    copies = [r for r in result.records if r["kind"] == "memcpy"]
+    out(f"  API calls {len(runtime)}, kernels {s['kernels']}, copies {len(copies)}, "
+        f"launches that blocked {result.blocked_launches}")
+    rows = [("wall per repetition", "wall_per_rep_us", "us"),
+            ("GPU span (first start to last end)", "gpu_span_us", "us"),
+            ("median kernel duration", "median_kernel_us", "us"),
+            ("median gap between kernels of a stream", "median_gap_us", "us"),
+            ("median launch API time", "launch_api_us", "us"),
+            ("median submitted -> start", "submitted_to_start_us", "us"),
+            ("most kernels running at once", "max_concurrent", ""),
+            ("channels used", "channels_used", "")]
+    for label, key, unit in rows:
+        if key in s:
+            v = s[key]
+            out(f"  {label:40s} {v:12.3f} {unit}" if isinstance(v, float)
+                else f"  {label:40s} {v:12d} {unit}")
+    end = result.records[-1]["t"]
+    out(f"  simulated {end / 1e3:.1f} us: {st['rtl_cycles']} RTL cycles stepped, "
+        f"{st['jumps']} jumps over {st['jumped_ns'] / 1e3:.1f} us idle; "
+        f"wall {result.wall_s:.2f} s ({s['kernels'] / max(result.wall_s, 1e-9):.0f} "
+        f"launches/s)")
+    for name, path in (outputs or {}).items():
+        if path:
+            out(f"  {name}: {path}")

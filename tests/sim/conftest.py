@@ -1,0 +1,9 @@
+import pytest
+
+from sim.params import load
+
+
+@pytest.fixture(scope="session")
+def params():
+    """The h200 parameter set with fewer syncpoints: a smaller RTL simulates faster."""
+    return load("h200").with_overrides(syncpoints=16)
