@@ -15,8 +15,10 @@ UMD, as DESIGN.md section 2 describes it:
   event, the payload only with ``cudaEventDisableTiming``); ``stream_wait_event`` acquires
   the recording stream's syncpoint at the value it had when the event was recorded;
 - host waits push a host-semaphore release behind the stream's work and poll it;
-- each call's commands are kicked off at once (one GPFIFO entry, one doorbell); a channel
-  whose ring or push buffer is full blocks the calling thread until the GPU has read enough.
+- kickoff policy: the commands of ``kickoff_batch`` API calls on a channel go out as one
+  GPFIFO entry and one doorbell (1: every call at once); synchronizing calls, host sleeps and
+  the end of the program flush every channel. A kickoff that finds the channel's ring or push
+  buffer full blocks the calling thread until the GPU has read enough.
 """
 
 from dataclasses import dataclass, field
@@ -61,6 +63,7 @@ class Channel:
     outstanding: int = 0            # GPFIFO entries the GPU has not finished reading
     pb_used: int = 0
     priority: int = 0
+    pending: list = field(default_factory=list)     # (PushBuffer, record) not kicked off
 
 
 @dataclass
@@ -133,21 +136,41 @@ class Runtime:
 
     # -- the UMD: commands, kickoff, space ------------------------------------------------------------
 
-    def _kickoff(self, ch, pb):
-        """Write a GPFIFO entry for ``pb`` and ring the doorbell; block while full."""
-        nbytes = 4 * len(pb)
+    def _submit(self, ch, pb, record=None):
+        """Queue commands on a channel; kick off when the policy says so. Returns whether
+        the CPU had to wait for space."""
+        ch.pending.append((pb, record))
+        if len(ch.pending) >= self.p.kickoff_batch:
+            return (yield from self._kickoff(ch))
+        return False
+
+    def _flush_all(self):
+        for ch in self.compute_channels + list(self.copy_channels.values()):
+            if ch.pending:
+                yield ("cpu", self.p.kickoff_ns)
+                yield from self._kickoff(ch)
+
+    def _kickoff(self, ch):
+        """One GPFIFO entry for everything queued on the channel, then the doorbell; block
+        while the ring or the push buffer is full."""
+        words = [w for pb, _ in ch.pending for w in pb.words]
+        nbytes = 4 * len(words)
         full = lambda: (ch.outstanding >= ch.ring_entries - 1
                         or ch.pb_used + nbytes > ch.pb_bytes)
         blocked = full()
         yield ("wait", lambda: not full(),
-               f"a launch on channel {ch.id} waiting for GPFIFO or push-buffer space")
+               f"a kickoff on channel {ch.id} waiting for GPFIFO or push-buffer space")
         seg = self.sim.mem.alloc(nbytes, align=4)
-        self.sim.mem.write_dwords(seg, pb.words)
-        entry = gp_entry(seg, len(pb))
+        self.sim.mem.write_dwords(seg, words)
+        entry = gp_entry(seg, len(words))
         self.sim.mem.write_dwords(ch.ring_base + 8 * ch.put, [entry & 0xFFFFFFFF, entry >> 32])
         ch.put = (ch.put + 1) % ch.ring_entries
         ch.outstanding += 1
         ch.pb_used += nbytes
+        for _, rec in ch.pending:
+            if rec is not None:
+                rec["submitted"] = self.now()
+        ch.pending = []
 
         def consumed():
             ch.outstanding -= 1
@@ -224,13 +247,8 @@ class Runtime:
         pb.launch(desc)
         self._release_stream(pb, s, ch)
         yield ("cpu", self.p.launch_encode_ns)
-        queued = self.now()
-        yield ("cpu", self.p.kickoff_ns)
-        blocked = yield from self._kickoff(ch, pb)
-        self.blocked_launches += bool(blocked)
-        submitted = self.now()
         rec = {"kind": "kernel", "name": name, "corr": corr, "stream": s.id, "channel": ch.id,
-               "channel_type": 1, "queued": queued, "submitted": submitted, "start": None,
+               "channel_type": 1, "queued": self.now(), "submitted": None, "start": None,
                "end": None, "grid": list(grid), "block": list(block), "graph_id": 0,
                "graph_node": 0}
         kernel = Kernel(None, grid[0] * grid[1] * grid[2], threads, block_ns,
@@ -238,8 +256,13 @@ class Runtime:
         self.sim.launches[desc] = (kernel, rec)
         rec["_kernel"] = kernel
         self.records.append(rec)
-        rest = self.p.launch_cpu_ns - self.p.launch_encode_ns - self.p.kickoff_ns
-        yield ("cpu", max(rest, 0))
+        flushing = len(ch.pending) + 1 >= self.p.kickoff_batch
+        if flushing:
+            yield ("cpu", self.p.kickoff_ns)
+        blocked = yield from self._submit(ch, pb, rec)
+        self.blocked_launches += bool(blocked)
+        spent = self.p.launch_encode_ns + (self.p.kickoff_ns if flushing else 0)
+        yield ("cpu", max(self.p.launch_cpu_ns - spent, 0))
         self._runtime_record("launch_kernel", start, corr, **({"blocked": True} if blocked else {}))
 
     def memcpy_async(self, kind, nbytes, stream):
@@ -255,7 +278,7 @@ class Runtime:
         pb.copy(0x90_0000_0000, dst, nbytes)
         self._release_stream(pb, s, ch)
         yield ("cpu", self.p.memcpy_cpu_ns)
-        yield from self._kickoff(ch, pb)
+        yield from self._submit(ch, pb)
         rec = {"kind": "memcpy", "copy_kind": COPY_KINDS[kind], "bytes": nbytes, "corr": corr,
                "stream": s.id, "channel": ch.id, "channel_type": 1 if kind == "d2d" else 2,
                "start": None, "end": None, "graph_id": 0, "graph_node": 0}
@@ -277,7 +300,7 @@ class Runtime:
         pb.sem_release(e.host_sem, e.count, wfi=True, timestamp=e.timing, wide=e.timing)
         yield ("cpu", self.p.event_record_timing_cpu_ns if e.timing
                else self.p.event_record_cpu_ns)
-        yield from self._kickoff(ch, pb)
+        yield from self._submit(ch, pb)
         self._runtime_record("event_record", start, corr)
 
     def stream_wait_event(self, stream, event):
@@ -287,7 +310,7 @@ class Runtime:
             pb = PushBuffer().sem_acquire(syncpoint_address(self.sim.cfg, e.stream.syncpoint),
                                           e.value, SemOp.ACQ_CIRC_GEQ)
             yield ("cpu", self.p.stream_wait_event_cpu_ns)
-            yield from self._kickoff(s.channel, pb)
+            yield from self._submit(s.channel, pb)
         else:
             yield ("cpu", self.p.stream_wait_event_cpu_ns)
         self._runtime_record("stream_wait_event", start, corr)
@@ -312,7 +335,8 @@ class Runtime:
         sync_start = self.now()
         pb = self._host_fence(s)
         if pb is not None:
-            yield from self._kickoff(s.channel, pb)
+            s.channel.pending.append((pb, None))
+            yield from self._flush_all()
             yield from self._wait_host(s.host_sem, s.host_value,
                                        f"stream_synchronize({stream!r})")
             yield ("cpu", self.p.sync_return_ns)
@@ -324,6 +348,7 @@ class Runtime:
         e = self._event(event)
         start, corr = self.now(), self._corr_id()
         yield ("cpu", self.p.sync_call_ns)
+        yield from self._flush_all()
         sync_start = self.now()
         if e.count:
             yield from self._wait_host(e.host_sem, e.count, f"event_synchronize({event!r})")
@@ -336,6 +361,7 @@ class Runtime:
     def event_query(self, event):
         """Spin on cudaEventQuery until the event has completed (one record per query)."""
         e = self._event(event)
+        yield from self._flush_all()
         while True:
             start, corr = self.now(), self._corr_id()
             yield ("cpu", self.p.query_cpu_ns)
@@ -358,8 +384,9 @@ class Runtime:
         for s in self.streams.values():
             pb = self._host_fence(s)
             if pb is not None:
-                yield from self._kickoff(s.channel, pb)
+                s.channel.pending.append((pb, None))
                 waits.append((s.host_sem, s.host_value))
+        yield from self._flush_all()
         if waits:
             yield ("wait", lambda: all(self.sim.mem.read_dword(a) >= v for a, v in waits),
                    "device_synchronize()")
@@ -370,7 +397,12 @@ class Runtime:
         self._runtime_record("device_synchronize", start, corr)
 
     def host_sleep(self, ns):
+        yield from self._flush_all()
         yield ("cpu", ns)
+
+    def finish(self):
+        """End of the program: whatever is still queued is kicked off."""
+        yield from self._flush_all()
 
     def mark(self, what):
         self.marks.append({"kind": "meta", "what": what, "t": self.now()})

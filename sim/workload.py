@@ -146,11 +146,16 @@ def count_ops(program):
 
 def run_program(program, rt, progress=None):
     """Generator: the CPU thread executing ``program`` on runtime ``rt``."""
+    yield from _run_ops(program, rt, progress)
+    yield from rt.finish()
+
+
+def _run_ops(program, rt, progress):
     for op in program:
         kind = op["op"]
         if kind == "repeat":
             for _ in range(op["count"]):
-                yield from run_program(op["body"], rt, progress)
+                yield from _run_ops(op["body"], rt, progress)
             continue
         if kind == "stream_create":
             yield from rt.stream_create(op["name"], op["priority"])

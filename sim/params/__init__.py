@@ -52,6 +52,8 @@ class Params:
                                          "(CUPTI queued)")
     kickoff_ns: float = _p(3470.0, "commands queued -> GPFIFO entry and doorbell written "
                                    "(CUPTI submitted)")
+    kickoff_batch: int = _p(1, "API calls whose commands the UMD gathers into one GPFIFO "
+                               "entry and doorbell (synchronizing calls flush at once)")
     memcpy_cpu_ns: float = _p(6000.0, "cudaMemcpyAsync")
     event_record_cpu_ns: float = _p(780.0, "cudaEventRecord, DisableTiming event")
     event_record_timing_cpu_ns: float = _p(1820.0, "cudaEventRecord, timing event")

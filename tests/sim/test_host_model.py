@@ -165,3 +165,14 @@ def test_a_wait_that_can_never_be_satisfied_is_reported(params):
     sim.start_cpu(cpu())
     with pytest.raises(Deadlock, match="a test wait on nothing"):
         sim.run()
+
+
+def test_kickoff_policy_batches_calls_into_one_doorbell(params):
+    w = workload(streams("s") + [launch("s") for _ in range(8)]
+                 + [{"op": "stream_synchronize", "stream": "s"}])
+    ks = kernels(simulate(w, params.with_overrides(kickoff_batch=4)).records)
+    submitted = [k["submitted"] for k in ks]
+    assert len(set(submitted)) == 2 and submitted[0] == submitted[3] != submitted[4]
+    assert all(k["queued"] <= k["submitted"] for k in ks)
+    ks1 = kernels(simulate(w, params).records)
+    assert len({k["submitted"] for k in ks1}) == 8
