@@ -194,31 +194,57 @@ class CoSim:
             self.copies.launch(job)
 
         # how long the RTL may run on its own
-        pending = self._mmio or self._done["compute"] or self._done["copy"]
         idle = io.get(dut.idle)
         self._rtl_idle = idle and not busy_inputs
+        if busy_inputs or self._inputs_waiting():
+            return 1
+        if idle and self.jumps:
+            return self._jump(t)
+        nxt = self._next_external()
+        if nxt is None:
+            if idle:
+                return self._finish(t)
+            return 1 << 20
+        return max(1, (nxt - t) // self.cycle_ps)
+
+    def _inputs_waiting(self):
+        return bool(self._mmio or self._done["compute"] or self._done["copy"])
+
+    def _next_external(self):
         times = [x for x in (self.ev.next_time(), self._resp[0][0] if self._resp else None)
                  if x is not None]
-        nxt = min(times) if times else None
-        if idle and not busy_inputs and not pending and nxt is None:
-            if self.cpu_done:
-                return 0
+        return min(times) if times else None
+
+    def _finish(self, t):
+        """Nothing is due and the RTL is idle: the run is over, or stuck."""
+        if not self.cpu_done:
             why = self._cpu_wait[1] if self._cpu_wait else "the CPU thread"
             self.error = Deadlock(f"deadlock at {t // 1000} ns: {why} can never be satisfied "
                                   f"(the GPU is idle and nothing else is due)")
-            return 0
-        if busy_inputs or pending:
-            return 1
-        if idle and self.jumps and nxt > t + self.cycle_ps:
-            # nothing inside will change: jump to the cycle of the next external event
-            cycles = -(-(nxt - t) // self.cycle_ps)
+        return 0
+
+    def _jump(self, t):
+        """The RTL is idle: run the outside world's events, without clocking the RTL, until
+        one of them gives the RTL an input; the next cycle is the one of that input."""
+        while True:
+            nxt = self._next_external()
+            if nxt is None:
+                return self._finish(t)
+            if self._resp and self._resp[0][0] == nxt:
+                target = nxt                    # a DMA response dword becomes due
+                break
+            self.ev.run_due(nxt)
+            if self.error:
+                return 0
+            if self._inputs_waiting():
+                target = self.ev.now
+                break
+        cycles = -(-(target - t) // self.cycle_ps)
+        if cycles > 1:
             self.stats["jumps"] += 1
             self.stats["jumped_ns"] += (cycles - 1) * self.cycle_ps // 1000
-            self._edge_ps = t + (cycles - 1) * self.cycle_ps     # next call: at the event
-            return 1
-        if nxt is None:
-            return 1 << 20
-        return max(1, (nxt - t) // self.cycle_ps)
+            self._edge_ps = t + (cycles - 1) * self.cycle_ps     # next call: at the input
+        return 1
 
     def _dma_read(self, rq, t):
         start = max(t + ps(self.p.dma_read_latency_ns), self._resp_free_ps)

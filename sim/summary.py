@@ -26,6 +26,14 @@ def print_summary(result, outputs=None, out=print):
             v = s[key]
             out(f"  {label:40s} {v:12.3f} {unit}" if isinstance(v, float)
                 else f"  {label:40s} {v:12d} {unit}")
+    kinds = {1: "H2D", 2: "D2H", 8: "D2D"}
+    for kind, label in kinds.items():
+        cs = [c for c in copies if c["copy_kind"] == kind]
+        if cs:
+            big = max(cs, key=lambda c: c["bytes"])
+            dur = max(big["end"] - big["start"], 1)
+            out(f"  {label} copies: {len(cs)}; largest {big['bytes']} B in {dur / 1e3:.2f} us "
+                f"({big['bytes'] / dur:.1f} GB/s)")
     end = result.records[-1]["t"]
     out(f"  simulated {end / 1e3:.1f} us: {st['rtl_cycles']} RTL cycles stepped, "
         f"{st['jumps']} jumps over {st['jumped_ns'] / 1e3:.1f} us idle; "
