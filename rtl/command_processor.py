@@ -10,6 +10,9 @@ and payload, launch descriptor and copy registers, dispatch sequence number) liv
 context memory; switching channels saves the current context and loads the next in one cycle,
 so a switch costs two cycles and a method may span any number of switches.
 
+A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
+graph walker like work to an engine; the graph's completion counts as its completion.
+
 Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
 FIFO read returns). A dispatch holds the CP until the engine takes the record. WFI holds the
 whole CP (every channel) until all dispatched work has completed.
@@ -28,7 +31,8 @@ from .arbiter import PriorityRoundRobin
 from .fetcher import fault_layout
 from .layouts import (SecOp, MethodHeader, Method, Subchannel, SemOp, SemExecute, Reduction,
                       ChannelState, ErrorCause, CPState, HOST_METHOD_LIMIT, COMPUTE_METHODS,
-                      COPY_METHODS, ADDR_BITS, launch_record_layout, copy_record_layout)
+                      COPY_METHODS, ADDR_BITS, launch_record_layout, copy_record_layout,
+                      graph_launch_layout)
 from .syncpoint import release_layout, acquire_layout, ReleaseKind
 
 
@@ -37,12 +41,13 @@ def context_layout(cfg):
         "method": 12, "count": 13, "mode": SecOp, "subchannel": 3,
         "sem_address": ADDR_BITS, "payload": 64,
         "descriptor": ADDR_BITS, "src": ADDR_BITS, "dst": ADDR_BITS, "length": 32,
-        "seq": cfg.seq_bits, "replay_data": 32,
+        "seq": cfg.seq_bits, "replay_data": 32, "graph_table": ADDR_BITS,
     })
 
 
 HOST_METHODS = (Method.NOP, Method.NON_STALL_INTERRUPT, Method.SEM_ADDR_LO, Method.SEM_ADDR_HI,
-                Method.SEM_PAYLOAD_LO, Method.SEM_PAYLOAD_HI, Method.SEM_EXECUTE, Method.WFI)
+                Method.SEM_PAYLOAD_LO, Method.SEM_PAYLOAD_HI, Method.SEM_EXECUTE, Method.WFI,
+                Method.GRAPH_TABLE_LO, Method.GRAPH_TABLE_HI, Method.GRAPH_LAUNCH)
 
 
 class CommandProcessor(wiring.Component):
@@ -65,7 +70,9 @@ class CommandProcessor(wiring.Component):
             "dispatched": Out(stream.Signature(cb)),
             "compute": Out(stream.Signature(launch_record_layout(cfg))),
             "copy": Out(stream.Signature(copy_record_layout(cfg))),
+            "graph": Out(stream.Signature(graph_launch_layout(cfg))),
             "fault": In(stream.Signature(fault_layout(cfg))),
+            "graph_fault": In(stream.Signature(fault_layout(cfg))),
             "clear_error": In(stream.Signature(cb)),
             "clear_interrupt": In(2),
             "error_mask": Out(n),
@@ -130,11 +137,13 @@ class CommandProcessor(wiring.Component):
         def raise_error(c, why):
             m.d.sync += [err.bit_select(c, 1).eq(1), cause[c].eq(why), intr[0].eq(1)]
 
-        m.d.comb += [self.fault.ready.eq(1), self.clear_error.ready.eq(1)]
+        m.d.comb += [self.fault.ready.eq(1), self.graph_fault.ready.eq(1),
+                     self.clear_error.ready.eq(1)]
         with m.If(self.clear_interrupt.any()):
             m.d.sync += intr.eq(intr & ~self.clear_interrupt)
-        with m.If(self.fault.valid & ~err.bit_select(self.fault.payload.channel, 1)):
-            raise_error(self.fault.payload.channel, self.fault.payload.cause)
+        for f in (self.fault, self.graph_fault):
+            with m.If(f.valid & ~err.bit_select(f.payload.channel, 1)):
+                raise_error(f.payload.channel, f.payload.cause)
 
         # -- the word being executed --
         word = Signal(32)
@@ -256,6 +265,18 @@ class CommandProcessor(wiring.Component):
                                      self.compute.payload.channel.eq(chan),
                                      self.compute.payload.seq.eq(ctx.seq),
                                      self.compute.payload.descriptor.eq(ctx.descriptor)]
+                    with m.Case(Method.GRAPH_TABLE_LO):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.graph_table[:32].eq(mdata)
+                    with m.Case(Method.GRAPH_TABLE_HI):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.graph_table[32:].eq(mdata[:8])
+                    with m.Case(Method.GRAPH_LAUNCH):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += [self.graph.valid.eq(1), self.graph.payload.channel.eq(chan),
+                                     self.graph.payload.seq.eq(ctx.seq),
+                                     self.graph.payload.table.eq(ctx.graph_table),
+                                     self.graph.payload.nodes.eq(mdata)]
                     with m.Case(Method.OFFSET_IN_UPPER):
                         m.d.comb += done.eq(1)
                         m.d.sync += ctx.src[32:].eq(mdata[:8])
@@ -283,7 +304,8 @@ class CommandProcessor(wiring.Component):
                     advance_method()
                 with m.If(from_replay & done):
                     m.d.sync += replay.bit_select(chan, 1).eq(0)
-                dispatching = (maddr == Method.SEND_SIGNALING_PCAS2_B) | (maddr == Method.LAUNCH_DMA)
+                dispatching = ((maddr == Method.SEND_SIGNALING_PCAS2_B)
+                               | (maddr == Method.LAUNCH_DMA) | (maddr == Method.GRAPH_LAUNCH))
                 with m.If(dispatching):
                     m.d.sync += state.eq(CPState.DISPATCH)
                 with m.Elif(maddr == Method.WFI):
@@ -350,13 +372,14 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     execute_method()
             with m.Case(CPState.DISPATCH):
-                port_valid = self.compute.valid | self.copy.valid
+                port_valid = self.compute.valid | self.copy.valid | self.graph.valid
                 taken = ((self.compute.valid & self.compute.ready)
-                         | (self.copy.valid & self.copy.ready))
+                         | (self.copy.valid & self.copy.ready)
+                         | (self.graph.valid & self.graph.ready))
                 with m.If(taken):
                     m.d.comb += [self.dispatched.valid.eq(1), self.dispatched.payload.eq(chan)]
                     m.d.sync += [self.compute.valid.eq(0), self.copy.valid.eq(0),
-                                 ctx.seq.eq(ctx.seq + 1)]
+                                 self.graph.valid.eq(0), ctx.seq.eq(ctx.seq + 1)]
                     leave()          # a dispatch is a point to re-arbitrate
                 with m.Elif(~port_valid):
                     leave()

@@ -34,6 +34,13 @@ class FrontEndConfig:
     seq_bits: int = 16
     #: Width of the per-channel in-flight work counter.
     inflight_bits: int = 10
+    #: Largest CUDA graph the graph walker holds on chip (nodes, dependency edges).
+    graph_nodes_max: int = 16384
+    graph_edges_max: int = 32768
+    #: Graph nodes dispatched and not yet completed, at most.
+    graph_inflight_max: int = 128
+    #: Graph launches queued in front of the walker.
+    graph_queue: int = 4
 
     def __post_init__(self):
         def need(cond, what):
@@ -51,6 +58,7 @@ class FrontEndConfig:
         need(self.syncpoint_base % (4 * (1 << bits_for(self.syncpoints))) == 0,
              "syncpoint_base must be aligned to the window size")
         need(1 <= self.gp_entries_log2_max <= 16, "gp_entries_log2_max must be 1..16")
+        need(2 <= self.graph_nodes_max <= 1 << 16, "graph_nodes_max must be 2..65536")
 
     # Derived widths, named once here.
     @property
@@ -91,6 +99,19 @@ class FrontEndConfig:
         return bits_for(self.dma_burst + 1)
 
     @property
+    def tag_bits(self):
+        # DMA read tags: the channel for the fetcher, the top bit for the graph walker
+        return self.chan_bits + 1
+
+    @property
+    def node_bits(self):
+        return bits_for(self.graph_nodes_max)
+
+    @property
+    def edge_bits(self):
+        return bits_for(self.graph_edges_max)
+
+    @property
     def gp_bits(self):
         return self.gp_entries_log2_max
 
@@ -100,4 +121,5 @@ class FrontEndConfig:
 
 #: Small sizes that keep Amaranth's Python simulator quick in unit tests.
 SMALL = FrontEndConfig(channels=4, fifo_depth=64, slot_words=8, gp_entries_log2_max=4,
-                       syncpoints=8, dma_burst=8, seq_bits=8, inflight_bits=6)
+                       syncpoints=8, dma_burst=8, seq_bits=8, inflight_bits=6,
+                       graph_nodes_max=64, graph_edges_max=128, graph_inflight_max=16)

@@ -7,12 +7,15 @@
                               |                    |
                        DMA write (sems)    compute / copy dispatch, completions
 
+A graph launch goes from the CP to the GraphWalker, which loads the graph's table over the
+same DMA read port and dispatches its nodes through the same engine ports.
+
 ``idle`` is high when no block can change state without an external input and no output is
 waiting to be taken: a harness may then jump time to its next external event. ``now`` is the
 current time in ns, written by timestamp releases.
 """
 
-from amaranth import Module
+from amaranth import Module, Mux
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -24,6 +27,8 @@ from .fetcher import DmaFetcher
 from .fifo_sram import PartitionedFifo
 from .command_processor import CommandProcessor
 from .syncpoint import SyncpointUnit
+from .graph_walker import GraphWalker
+from .stream_mux import StreamMux
 
 
 class FrontEnd(wiring.Component):
@@ -50,6 +55,7 @@ class FrontEnd(wiring.Component):
         self.fifo = PartitionedFifo(cfg)
         self.cp = CommandProcessor(cfg)
         self.syncpoint = SyncpointUnit(cfg)
+        self.walker = GraphWalker(cfg)
 
     def elaborate(self, platform):
         m = Module()
@@ -59,16 +65,58 @@ class FrontEnd(wiring.Component):
         m.submodules.fifo = ff
         m.submodules.cp = cp
         m.submodules.syncpoint = sp
+        m.submodules.walker = gw = self.walker
+        cfg = self.cfg
 
         # outside world
         connect(m, flipped(self.mmio), db.mmio)
-        connect(m, flipped(self.dma_read_req), fe.dma_req)
-        connect(m, flipped(self.dma_read_resp), fe.dma_resp)
         connect(m, flipped(self.dma_write), sp.dma_write)
-        connect(m, flipped(self.compute), cp.compute)
-        connect(m, flipped(self.copy), cp.copy)
-        connect(m, flipped(self.compute_done), sp.compute_done)
-        connect(m, flipped(self.copy_done), sp.copy_done)
+
+        # DMA reads: fetcher (tag = channel) and graph walker (tag = top bit) share the port
+        m.submodules.dma_mux = dma_mux = StreamMux(self.dma_read_req.payload.shape())
+        top = 1 << cfg.chan_bits
+        for src, port, tag in ((fe.dma_req, dma_mux.a, fe.dma_req.payload.tag),
+                               (gw.dma_req, dma_mux.b, top)):
+            m.d.comb += [port.valid.eq(src.valid), src.ready.eq(port.ready),
+                         port.payload.address.eq(src.payload.address),
+                         port.payload.count.eq(src.payload.count), port.payload.tag.eq(tag)]
+        connect(m, flipped(self.dma_read_req), dma_mux.out)
+        rsp = self.dma_read_resp
+        to_walker = rsp.payload.tag[cfg.chan_bits]
+        m.d.comb += rsp.ready.eq(1)
+        for dst, sel in ((fe.dma_resp, ~to_walker), (gw.dma_resp, to_walker)):
+            m.d.comb += [dst.valid.eq(rsp.valid & sel), dst.payload.data.eq(rsp.payload.data),
+                         dst.payload.last.eq(rsp.payload.last),
+                         dst.payload.error.eq(rsp.payload.error)]
+        m.d.comb += fe.dma_resp.payload.tag.eq(rsp.payload.tag)
+
+        # dispatch: the CP and the graph walker share the engines' ports
+        for name, cp_port, gw_port in (("compute", cp.compute, gw.compute),
+                                       ("copy", cp.copy, gw.copy)):
+            mux = StreamMux(cp_port.payload.shape())
+            m.submodules[f"{name}_mux"] = mux
+            connect(m, cp_port, mux.a)
+            connect(m, gw_port, mux.b)
+            connect(m, flipped(getattr(self, name)), mux.out)
+
+        # completions: graph nodes go to the walker, everything else to the syncpoint unit;
+        # a compute and a copy node completing together: the copy waits a cycle
+        cd, yd = self.compute_done, self.copy_done
+        cd_graph = cd.valid & cd.payload.graph
+        yd_graph = yd.valid & yd.payload.graph
+        m.d.comb += [
+            sp.compute_done.valid.eq(cd.valid & ~cd.payload.graph),
+            sp.compute_done.payload.eq(cd.payload),
+            sp.copy_done.valid.eq(yd.valid & ~yd.payload.graph),
+            sp.copy_done.payload.eq(yd.payload),
+            gw.node_done.valid.eq(cd_graph | yd_graph),
+            gw.node_done.payload.eq(Mux(cd_graph, cd.payload, yd.payload)),
+            cd.ready.eq(~cd.payload.graph | gw.node_done.ready),
+            yd.ready.eq(~yd.payload.graph | (gw.node_done.ready & ~cd_graph)),
+        ]
+        connect(m, cp.graph, gw.launch)
+        connect(m, gw.graph_done, sp.graph_done)
+        connect(m, gw.fault, cp.graph_fault)
         m.d.comb += [
             db.read_address.eq(self.mmio_read_address),
             self.mmio_read_data.eq(db.read_data),
@@ -113,6 +161,7 @@ class FrontEnd(wiring.Component):
         ]
 
         m.d.comb += self.idle.eq(fe.quiescent & ff.quiescent & cp.quiescent & sp.quiescent
+                                 & gw.quiescent & ~self.dma_read_req.valid
                                  & ~self.dma_write.valid & ~self.compute.valid
                                  & ~self.copy.valid)
         return m

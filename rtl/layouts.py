@@ -48,6 +48,11 @@ class Method(enum.Enum, shape=12):
     SEM_PAYLOAD_HI = 0x068 >> 2
     SEM_EXECUTE = 0x06C >> 2
     WFI = 0x078 >> 2
+    # model: the graph launch, in host-class addresses NVIDIA leaves unused (0x0E0-0x0E8):
+    # the table address of an instantiated graph, then GRAPH_LAUNCH with its node count
+    GRAPH_TABLE_LO = 0x0E0 >> 2
+    GRAPH_TABLE_HI = 0x0E4 >> 2
+    GRAPH_LAUNCH = 0x0E8 >> 2
     # compute class, subchannel 1
     SEND_PCAS_A = 0x2B4 >> 2
     SEND_SIGNALING_PCAS2_B = 0x2C0 >> 2
@@ -176,6 +181,31 @@ class ErrorCause(enum.Enum, shape=4):
     SEM_ADDRESS = 5        # acquire or reduction outside the syncpoint window
     FETCH_FAULT = 6        # DMA read answered with an error (unmapped address)
     GP_ENTRY = 7           # illegal GPFIFO control entry
+    GRAPH = 8              # graph larger than the walker holds, or a malformed node table
+
+
+# -- CUDA graphs (model:) -------------------------------------------------------------------------
+
+class GraphNodeKind(enum.Enum, shape=2):
+    KERNEL = 0             # descriptor: a launch descriptor
+    COPY = 1               # descriptor: a copy descriptor (src, dst, length: 5 dwords)
+
+
+class GraphNode(data.Struct):
+    """model: one node of an instantiated graph's table in device-visible memory (16 bytes).
+    The table holds ``nodes`` of these, then the edges: one dword per edge, the successor's
+    index; node i's successors are edges[succ_first : succ_first + succ_count]."""
+    kind: GraphNodeKind
+    pred_count: 14
+    succ_count: 16
+    succ_first: 32
+    descriptor: 32         # byte address >> 8
+    _r: 32
+
+
+GRAPH_NODE_DWORDS = 4
+#: Copy records whose parameters are in a copy descriptor at ``src`` (graph copy nodes).
+COPY_FLAG_DESCRIPTOR = 1 << 31
 
 
 class CPState(enum.Enum, shape=3):
@@ -193,31 +223,42 @@ class CPState(enum.Enum, shape=3):
 ADDR_BITS = 40
 
 
-def dma_read_request_layout(cfg):
+def dma_read_request_layout(cfg, tag_bits=None):
     return data.StructLayout({"address": ADDR_BITS, "count": cfg.burst_bits,
-                              "tag": cfg.chan_bits})
+                              "tag": tag_bits or cfg.tag_bits})
 
 
-def dma_read_response_layout(cfg):
-    return data.StructLayout({"data": 32, "tag": cfg.chan_bits, "last": 1, "error": 1})
+def dma_read_response_layout(cfg, tag_bits=None):
+    return data.StructLayout({"data": 32, "tag": tag_bits or cfg.tag_bits, "last": 1,
+                              "error": 1})
 
 
 DmaWrite = data.StructLayout({"address": ADDR_BITS, "data": 64, "wide": 1})
 
 
 def launch_record_layout(cfg):
-    """Compute dispatch: which channel, its dispatch sequence number, the descriptor address."""
+    """Compute dispatch: which channel, its dispatch sequence number, the descriptor address;
+    for a graph node, ``graph`` is set and ``node`` is its index. Engines echo channel, seq,
+    node and graph in the completion."""
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
-                              "descriptor": ADDR_BITS})
+                              "descriptor": ADDR_BITS, "node": cfg.node_bits, "graph": 1})
 
 
 def copy_record_layout(cfg):
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
-                              "src": ADDR_BITS, "dst": ADDR_BITS, "length": 32, "flags": 32})
+                              "src": ADDR_BITS, "dst": ADDR_BITS, "length": 32, "flags": 32,
+                              "node": cfg.node_bits, "graph": 1})
 
 
 def completion_layout(cfg):
-    return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits})
+    return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
+                              "node": cfg.node_bits, "graph": 1})
+
+
+def graph_launch_layout(cfg):
+    """CP -> graph walker: run the graph whose table is at ``table`` for a channel."""
+    return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
+                              "table": ADDR_BITS, "nodes": cfg.node_bits + 1})
 
 
 MmioWrite = data.StructLayout({"address": 16, "data": 32})

@@ -66,6 +66,7 @@ class SyncpointUnit(wiring.Component):
             "dispatched": In(stream.Signature(cfg.chan_bits)),
             "compute_done": In(stream.Signature(cl)),
             "copy_done": In(stream.Signature(cl)),
+            "graph_done": In(stream.Signature(cl)),
             "halt": In(n),
             "now": In(64),
             "dma_write": Out(stream.Signature(DmaWrite)),
@@ -100,7 +101,8 @@ class SyncpointUnit(wiring.Component):
         m.d.comb += [self.parked.eq(parked), self.release_busy.eq(rel_valid),
                      self.release.ready.eq(~rel_valid.bit_select(self.release.payload.channel, 1)),
                      self.acquire.ready.eq(1), self.dispatched.ready.eq(1),
-                     self.compute_done.ready.eq(1), self.copy_done.ready.eq(1)]
+                     self.compute_done.ready.eq(1), self.copy_done.ready.eq(1),
+                     self.graph_done.ready.eq(1)]
 
         # -- in-flight accounting --
         def done_by(port, i):
@@ -112,14 +114,16 @@ class SyncpointUnit(wiring.Component):
 
         all_zero = []
         for i in range(n):
-            dec = done_by(self.compute_done, i) + done_by(self.copy_done, i)
+            dec = (done_by(self.compute_done, i) + done_by(self.copy_done, i)
+                   + done_by(self.graph_done, i))
             inc = self.dispatched.valid & (self.dispatched.payload == i)
             m.d.sync += inflight[i].eq(inflight[i] + inc - dec)
             m.d.comb += self.in_flight[i].eq(inflight[i])
             all_zero.append(inflight[i] == 0)
             with m.If(rel_valid[i]):
                 m.d.sync += rel_wait[i].eq(rel_wait[i] - older(self.compute_done, i)
-                                           - older(self.copy_done, i))
+                                           - older(self.copy_done, i)
+                                           - older(self.graph_done, i))
             # posting a release: it waits for everything now in flight on its channel
             with m.If(self.release.valid & self.release.ready & (self.release.payload.channel == i)):
                 m.d.sync += [rel[i].eq(self.release.payload), rel_valid[i].eq(1),

@@ -69,9 +69,10 @@ def main(argv=None):
     if getattr(args, "max_connections", None) is not None and \
             not 1 <= args.max_connections <= 32:
         parser.error("--max-connections must be 1..32")
+    from .cosim import Deadlock
     try:
         return args.func(args)
-    except ValueError as e:
+    except (ValueError, Deadlock) as e:
         print(f"gpufe: {e}", file=sys.stderr)
         return 2
 

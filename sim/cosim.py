@@ -15,10 +15,10 @@ The CPU thread is a generator that yields what it waits for:
   ``why``.
 """
 
-from collections import deque
+from collections import deque, defaultdict
 
 from rtl.frontend import FrontEnd
-from rtl.layouts import ChannelReg, CHANNEL_REGS
+from rtl.layouts import ChannelReg, CHANNEL_REGS, COPY_FLAG_DESCRIPTOR
 from .backend import PysimBackend
 from .engines import ComputeEngine, CopyEngines
 from .events import EventQueue, ps
@@ -51,6 +51,8 @@ class CoSim:
         # what a dispatch refers to
         self.launches = {}                # descriptor address -> (Kernel, record)
         self.copy_jobs = {}               # dst address -> (Copy, record)
+        # graph nodes: descriptor address -> (Kernel or Copy, record) per launch, in order
+        self.graph_launches = defaultdict(deque)
         self.segment_ends = {}            # push-buffer byte address past a segment -> callback
         # CPU thread
         self._cpu = None
@@ -161,9 +163,12 @@ class CoSim:
         for kind, port in (("compute", dut.compute_done), ("copy", dut.copy_done)):
             q = self._done[kind]
             if q:
-                channel, seq = q.popleft()
+                channel, seq, node, graph = q[0]
                 io.set(port.valid, 1)
-                io.set(port.payload, {"channel": channel, "seq": seq})
+                io.set(port.payload, {"channel": channel, "seq": seq, "node": node,
+                                      "graph": graph})
+                if io.get(port.ready):
+                    q.popleft()
                 busy_inputs = True
             else:
                 io.set(port.valid, 0)
@@ -183,14 +188,19 @@ class CoSim:
                        w.address, w.data, w.wide)
         if io.get(dut.compute.valid):
             rec = io.get(dut.compute.payload)
-            kernel, record = self.launches.pop(rec.descriptor)
-            kernel.key = (rec.channel, rec.seq)
-            record["dispatched_ps"] = t
-            self.compute.launch(kernel)
+            if rec.graph:
+                kernel, record = self.graph_launches[rec.descriptor].popleft()
+            else:
+                kernel, record = self.launches.pop(rec.descriptor)
+            kernel.key = (rec.channel, rec.seq, rec.node, rec.graph)
+            self.compute.launch(kernel, graph=bool(rec.graph))
         if io.get(dut.copy.valid):
             rec = io.get(dut.copy.payload)
-            job, record = self.copy_jobs.pop(rec.dst)
-            job.key = (rec.channel, rec.seq)
+            if rec.flags & COPY_FLAG_DESCRIPTOR:
+                job, record = self.graph_launches[rec.src].popleft()
+            else:
+                job, record = self.copy_jobs.pop(rec.dst)
+            job.key = (rec.channel, rec.seq, rec.node, rec.graph)
             self.copies.launch(job)
 
         # how long the RTL may run on its own

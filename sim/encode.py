@@ -7,7 +7,7 @@ at a segment of it.
 
 from rtl.layouts import (MethodHeader, SecOp, Method, Subchannel, SemOp, SemExecute, Reduction,
                          GPEntry, GPControl, LaunchDescriptor, LAUNCH_DESCRIPTOR_ALIGN,
-                         LAUNCH_DESCRIPTOR_DWORDS)
+                         LAUNCH_DESCRIPTOR_DWORDS, GraphNode, GraphNodeKind, GRAPH_NODE_DWORDS)
 
 
 def _pack(layout, **fields):
@@ -64,6 +64,16 @@ def decode_launch_descriptor(dwords):
     view = LaunchDescriptor.from_bits(value)
     return {name: int(getattr(view, name)) for name, _ in LaunchDescriptor.as_shape()
             if not name.startswith("_")}
+
+
+def encode_graph_node(kind, pred_count, succ_count, succ_first, descriptor):
+    """One GraphNode record (4 dwords) of an instantiated graph's table."""
+    if descriptor % LAUNCH_DESCRIPTOR_ALIGN:
+        raise ValueError(f"node descriptor {descriptor:#x} is not 256-byte aligned")
+    value = _pack(GraphNode, kind=GraphNodeKind.KERNEL if kind == "kernel" else GraphNodeKind.COPY,
+                  pred_count=pred_count, succ_count=succ_count, succ_first=succ_first,
+                  descriptor=descriptor >> 8)
+    return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(GRAPH_NODE_DWORDS)]
 
 
 class PushBuffer:

@@ -48,10 +48,13 @@ class ComputeEngine:
         self.max_concurrent = 0
         self.running = 0
 
-    def launch(self, kernel):
+    def launch(self, kernel, graph=False):
+        """A graph node's launch state was prepared at instantiation: it becomes eligible
+        after ``graph_launch_latency_ns`` instead of ``launch_latency_ns``."""
         kernel.order = self._order
         self._order += 1
-        self.ev.after(ps(self.p.launch_latency_ns), self._eligible, kernel)
+        latency = self.p.graph_launch_latency_ns if graph else self.p.launch_latency_ns
+        self.ev.after(ps(latency), self._eligible, kernel)
 
     def _eligible(self, kernel):
         kernel.arrival = self.ev.now

@@ -210,13 +210,13 @@ class FrontEndBench:
                          for i in range(LAUNCH_DESCRIPTOR_DWORDS)]
                 desc = decode_launch_descriptor(words)
                 rec = {"channel": cm.channel, "seq": cm.seq, "descriptor": cm.descriptor,
-                       "kernel_id": desc["kernel_id"]}
+                       "kernel_id": desc["kernel_id"], "node": cm.node, "graph": cm.graph}
                 self.log.dispatches.append((now, "compute", rec))
                 self._start_engine(now + self.launch_cycles + desc["block_ns"], "compute", rec)
             if ctx.get(dut.copy.valid):
                 cp = ctx.get(dut.copy.payload)
                 rec = {"channel": cp.channel, "seq": cp.seq, "src": cp.src, "dst": cp.dst,
-                       "length": cp.length}
+                       "length": cp.length, "node": cp.node, "graph": cp.graph}
                 self.log.dispatches.append((now, "copy", rec))
                 cycles = -(-cp.length // self.copy_bytes_per_cycle)
                 self._start_engine(now + self.launch_cycles + cycles, "copy", rec)
@@ -249,8 +249,12 @@ class FrontEndBench:
                 item = due.get(kind)
                 ctx.set(port.valid, item is not None)
                 if item is not None:
-                    ctx.set(port.payload, {"channel": item[3], "seq": item[4]})
-                    self.log.completions.append((now, kind, item[3], item[4]))
+                    ctx.set(port.payload, {"channel": item[3], "seq": item[4], "node": item[5],
+                                           "graph": item[6]})
+                    if ctx.get(port.ready):
+                        self.log.completions.append((now, kind, item[3], item[4]))
+                    else:
+                        heapq.heappush(self._engine, item)       # offered again next cycle
 
             # host actions and MMIO writes (one write a cycle)
             while self._actions and self._actions[0][0] <= now:
@@ -272,5 +276,6 @@ class FrontEndBench:
             self.cycle += 1
 
     def _start_engine(self, done, kind, rec):
-        heapq.heappush(self._engine, (done, self._order, kind, rec["channel"], rec["seq"]))
+        heapq.heappush(self._engine, (done, self._order, kind, rec["channel"], rec["seq"],
+                                      rec["node"], rec["graph"]))
         self._order += 1

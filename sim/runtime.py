@@ -23,8 +23,9 @@ UMD, as DESIGN.md section 2 describes it:
 
 from dataclasses import dataclass, field
 
-from rtl.layouts import ChannelReg, SemOp
-from .encode import PushBuffer, launch_descriptor, syncpoint_address, gp_entry
+from rtl.layouts import ChannelReg, SemOp, Method
+from .encode import (PushBuffer, launch_descriptor, syncpoint_address, gp_entry,
+                     encode_graph_node)
 from .engines import Kernel, Copy
 from .events import ps
 
@@ -39,6 +40,10 @@ RUNTIME_NAMES = {
     "device_synchronize": "cudaDeviceSynchronize_v3020",
     "stream_create": "cudaStreamCreateWithPriority_v5050",
     "event_create": "cudaEventCreateWithFlags_v3020",
+    "stream_begin_capture": "cudaStreamBeginCapture_v10000",
+    "stream_end_capture": "cudaStreamEndCapture_v10000",
+    "graph_instantiate": "cudaGraphInstantiate_v12000",
+    "graph_launch": "cudaGraphLaunch_v10000",
 }
 
 # CUPTI synchronization types
@@ -50,6 +55,44 @@ NO_ID = 4294967295
 
 class ApiError(ValueError):
     pass
+
+
+class CaptureError(ApiError):
+    """An operation that stream capture does not allow (CUDA fails the capture too)."""
+
+
+@dataclass
+class Capture:
+    origin: "Stream"
+    nodes: list = field(default_factory=list)       # GraphNodeSpec, in capture order
+    frontier: dict = field(default_factory=dict)    # stream name -> set of node indices
+
+
+@dataclass
+class GraphNodeSpec:
+    kind: str                       # "kernel" or "copy"
+    deps: frozenset
+    name: str = ""
+    grid: tuple = (1, 1, 1)
+    block: tuple = (1, 1, 1)
+    block_ns: float = 0
+    copy_kind: str = ""
+    nbytes: int = 0
+
+
+@dataclass
+class Graph:
+    name: str
+    nodes: list
+    executable: "GraphExec" = None
+
+
+@dataclass
+class GraphExec:
+    graph_id: int
+    table: int                      # node table address in device-visible memory
+    descriptors: list               # per node
+    threads: list
 
 
 @dataclass
@@ -75,6 +118,7 @@ class Stream:
     syncpoint: int
     work: int = 0                   # releases of its syncpoint so far
     last_channel: Channel = None    # channel of its latest work
+    capture: "Capture" = None       # the capture it takes part in, if any
     host_sem: int = 0
     host_value: int = 0
 
@@ -88,6 +132,7 @@ class Event:
     count: int = 0                  # records so far
     stream: Stream = None           # stream and syncpoint value of the latest record
     value: int = 0
+    captured: tuple = None          # (capture, node set) when recorded during a capture
 
 
 class Runtime:
@@ -98,6 +143,8 @@ class Runtime:
         self.marks = []
         self.streams = {}
         self.events = {}
+        self.graphs = {}
+        self._graph_ids = 0
         self.blocked_launches = 0
         self._corr = 100
         mc = cosim.max_connections
@@ -234,6 +281,11 @@ class Runtime:
 
     def launch_kernel(self, name, grid, block, block_ns, stream):
         s = self._stream(stream)
+        if s.capture is not None:
+            yield from self._capture_node(s, "launch_kernel", GraphNodeSpec(
+                "kernel", frozenset(), name=name, grid=tuple(grid), block=tuple(block),
+                block_ns=block_ns))
+            return
         start, corr = self.now(), self._corr_id()
         ch = s.channel
         threads = block[0] * block[1] * block[2]
@@ -269,6 +321,10 @@ class Runtime:
         if kind not in COPY_KINDS:
             raise ApiError(f"memcpy kind {kind!r}: one of {sorted(COPY_KINDS)}")
         s = self._stream(stream)
+        if s.capture is not None:
+            yield from self._capture_node(s, "memcpy_async", GraphNodeSpec(
+                "copy", frozenset(), name=f"memcpy {kind}", copy_kind=kind, nbytes=nbytes))
+            return
         start, corr = self.now(), self._corr_id()
         ch = self.copy_channels.get(kind, s.channel)
         dst = self._next_device_address
@@ -291,6 +347,13 @@ class Runtime:
     def event_record(self, event, stream):
         e, s = self._event(event), self._stream(stream)
         start, corr = self.now(), self._corr_id()
+        if s.capture is not None:
+            # inside a capture an event is a point in the graph, not a semaphore
+            e.captured = (s.capture, frozenset(s.capture.frontier[s.name]))
+            yield ("cpu", self.p.capture_call_cpu_ns)
+            self._runtime_record("event_record", start, corr)
+            return
+        e.captured = None
         ch = s.channel
         e.count += 1
         e.stream, e.value = s, s.work
@@ -306,6 +369,23 @@ class Runtime:
     def stream_wait_event(self, stream, event):
         s, e = self._stream(stream), self._event(event)
         start, corr = self.now(), self._corr_id()
+        if e.captured is not None:
+            cap, nodes = e.captured
+            if s.capture is None:
+                # the stream joins the capture: its work now depends on the event's nodes
+                s.capture = cap
+                cap.frontier[s.name] = set(nodes)
+            elif s.capture is cap:
+                cap.frontier[s.name] |= nodes
+            else:
+                raise CaptureError(f"stream {stream!r} is capturing another graph than event "
+                                   f"{event!r} (cudaErrorStreamCaptureIsolation)")
+            yield ("cpu", self.p.capture_call_cpu_ns)
+            self._runtime_record("stream_wait_event", start, corr)
+            return
+        if s.capture is not None:
+            raise CaptureError(f"stream {stream!r} is capturing and event {event!r} was not "
+                               f"recorded in that capture (cudaErrorStreamCaptureIsolation)")
         if e.stream is not None and e.value > 0:
             pb = PushBuffer().sem_acquire(syncpoint_address(self.sim.cfg, e.stream.syncpoint),
                                           e.value, SemOp.ACQ_CIRC_GEQ)
@@ -329,6 +409,7 @@ class Runtime:
         yield ("wait", lambda: self.sim.mem.read_dword(address) >= value, why)
 
     def stream_synchronize(self, stream):
+        self._refuse_while_capturing("stream_synchronize")
         s = self._stream(stream)
         start, corr = self.now(), self._corr_id()
         yield ("cpu", self.p.sync_call_ns)
@@ -345,6 +426,7 @@ class Runtime:
         self._runtime_record("stream_synchronize", start, corr)
 
     def event_synchronize(self, event):
+        self._refuse_while_capturing("event_synchronize")
         e = self._event(event)
         start, corr = self.now(), self._corr_id()
         yield ("cpu", self.p.sync_call_ns)
@@ -360,6 +442,7 @@ class Runtime:
 
     def event_query(self, event):
         """Spin on cudaEventQuery until the event has completed (one record per query)."""
+        self._refuse_while_capturing("event_query")
         e = self._event(event)
         yield from self._flush_all()
         while True:
@@ -377,6 +460,7 @@ class Runtime:
                                f"and nothing else is due")
 
     def device_synchronize(self):
+        self._refuse_while_capturing("device_synchronize")
         start, corr = self.now(), self._corr_id()
         yield ("cpu", self.p.sync_call_ns)
         sync_start = self.now()
@@ -395,6 +479,157 @@ class Runtime:
                              "stream": NO_ID, "event": NO_ID, "start": sync_start,
                              "end": self.now()})
         self._runtime_record("device_synchronize", start, corr)
+
+    # -- CUDA graphs ----------------------------------------------------------------------------------
+
+    def _refuse_while_capturing(self, api):
+        capturing = sorted(n for n, st in self.streams.items() if st.capture is not None)
+        if capturing:
+            raise CaptureError(f"{api} is not permitted while stream {capturing[0]!r} is "
+                               f"capturing; the capture is invalidated "
+                               f"(cudaErrorStreamCaptureUnsupported)")
+
+    def _capture_node(self, s, api, spec):
+        start, corr = self.now(), self._corr_id()
+        cap = s.capture
+        spec.deps = frozenset(cap.frontier[s.name])
+        cap.nodes.append(spec)
+        cap.frontier[s.name] = {len(cap.nodes) - 1}
+        yield ("cpu", self.p.capture_call_cpu_ns)
+        self._runtime_record(api, start, corr)
+
+    def stream_begin_capture(self, stream):
+        s = self._stream(stream)
+        if s.capture is not None:
+            raise CaptureError(f"stream {stream!r} is already capturing")
+        start, corr = self.now(), self._corr_id()
+        s.capture = Capture(origin=s, frontier={s.name: set()})
+        yield ("cpu", self.p.begin_capture_cpu_ns)
+        self._runtime_record("stream_begin_capture", start, corr)
+
+    def stream_end_capture(self, stream, graph):
+        s = self._stream(stream)
+        cap = s.capture
+        if cap is None or cap.origin is not s:
+            raise CaptureError(f"stream {stream!r} did not begin a capture")
+        if graph in self.graphs:
+            raise ApiError(f"graph {graph!r} already exists")
+        # every stream that joined must have joined back into the origin stream
+        ends = cap.frontier[s.name]
+        reach = set()
+        todo = list(ends)
+        while todo:
+            n = todo.pop()
+            if n not in reach:
+                reach.add(n)
+                todo.extend(cap.nodes[n].deps)
+        for name, front in cap.frontier.items():
+            if not front <= reach:
+                raise CaptureError(f"stream {name!r} joined the capture of {stream!r} but its "
+                                   f"work was not joined back (cudaErrorStreamCaptureUnjoined)")
+        for st in self.streams.values():
+            if st.capture is cap:
+                st.capture = None
+        if not cap.nodes:
+            raise CaptureError(f"the capture of {stream!r} holds no work")
+        start, corr = self.now(), self._corr_id()
+        self.graphs[graph] = Graph(graph, cap.nodes)
+        yield ("cpu", self.p.end_capture_cpu_ns)
+        self._runtime_record("stream_end_capture", start, corr)
+
+    def _graph(self, name):
+        try:
+            return self.graphs[name]
+        except KeyError:
+            raise ApiError(f"unknown graph {name!r}") from None
+
+    def graph_instantiate(self, graph):
+        """Write every node's descriptor and the node table (dependencies) into
+        device-visible memory, ahead of any launch."""
+        g = self._graph(graph)
+        cfg = self.sim.cfg
+        n = len(g.nodes)
+        succs = [[] for _ in range(n)]
+        for i, node in enumerate(g.nodes):
+            for d in sorted(node.deps):
+                succs[d].append(i)
+        n_edges = sum(len(x) for x in succs)
+        if n > cfg.graph_nodes_max or n_edges > cfg.graph_edges_max:
+            raise ApiError(f"graph {graph!r} has {n} nodes and {n_edges} edges; the front "
+                           f"end holds {cfg.graph_nodes_max} and {cfg.graph_edges_max}")
+        if any(len(node.deps) >= 1 << 14 for node in g.nodes):
+            raise ApiError(f"graph {graph!r}: a node has more than 16383 predecessors")
+        start, corr = self.now(), self._corr_id()
+        mem = self.sim.mem
+        descriptors, threads = [], []
+        for node in g.nodes:
+            if node.kind == "kernel":
+                d = mem.alloc(256, align=256)
+                mem.write_dwords(d, launch_descriptor(node.grid, node.block,
+                                                      int(node.block_ns)))
+                threads.append(node.block[0] * node.block[1] * node.block[2])
+            else:
+                d = mem.alloc(256, align=256)
+                dst = self._next_device_address
+                self._next_device_address += max(256, (node.nbytes + 255) // 256 * 256)
+                mem.write_dwords(d, [0, 0x90, dst & 0xFFFFFFFF, dst >> 32, node.nbytes])
+                threads.append(0)
+            descriptors.append(d)
+        table = mem.alloc(16 * n + 4 * n_edges, align=256)
+        first = 0
+        words = []
+        for i, node in enumerate(g.nodes):
+            words += encode_graph_node(node.kind, len(node.deps), len(succs[i]), first,
+                                       descriptors[i])
+            first += len(succs[i])
+        words += [j for x in succs for j in x]
+        mem.write_dwords(table, words)
+        self._graph_ids += 1
+        g.executable = GraphExec(self._graph_ids, table, descriptors, threads)
+        yield ("cpu", self.p.instantiate_cpu_ns + self.p.instantiate_per_node_ns * n)
+        self._runtime_record("graph_instantiate", start, corr)
+
+    def graph_launch(self, graph, stream):
+        """One push-buffer entry that points at the instantiated graph, one doorbell."""
+        g, s = self._graph(graph), self._stream(stream)
+        if g.executable is None:
+            raise ApiError(f"graph {graph!r} was not instantiated")
+        if s.capture is not None:
+            raise CaptureError(f"graph_launch into capturing stream {stream!r} is not "
+                               f"modelled (child graphs)")
+        x = g.executable
+        start, corr = self.now(), self._corr_id()
+        ch = s.channel
+        pb = PushBuffer()
+        self._order_after_stream(pb, s, ch)
+        pb.incr(Method.GRAPH_TABLE_LO, x.table & 0xFFFFFFFF, x.table >> 32)
+        if len(g.nodes) < (1 << 13):
+            pb.immd(Method.GRAPH_LAUNCH, len(g.nodes))
+        else:
+            pb.incr(Method.GRAPH_LAUNCH, len(g.nodes))
+        self._release_stream(pb, s, ch)
+        for i, node in enumerate(g.nodes):
+            ids = {"graph_id": x.graph_id, "graph_node": (x.graph_id << 32) | i}
+            if node.kind == "kernel":
+                rec = {"kind": "kernel", "name": node.name, "corr": corr, "stream": s.id,
+                       "channel": ch.id, "channel_type": 1, "queued": 0, "submitted": 0,
+                       "start": None, "end": None, "grid": list(node.grid),
+                       "block": list(node.block), **ids}
+                job = Kernel(None, node.grid[0] * node.grid[1] * node.grid[2], x.threads[i],
+                             node.block_ns, priority=-s.priority)
+                rec["_kernel"] = job
+            else:
+                rec = {"kind": "memcpy", "copy_kind": COPY_KINDS[node.copy_kind],
+                       "bytes": node.nbytes, "corr": corr, "stream": s.id, "channel": ch.id,
+                       "channel_type": 1, "start": None, "end": None, **ids}
+                job = Copy(None, node.copy_kind, node.nbytes)
+                rec["_copy"] = job
+            self.sim.graph_launches[x.descriptors[i]].append((job, rec))
+            self.records.append(rec)
+        yield ("cpu", self.p.graph_launch_cpu_ns
+               + self.p.graph_launch_per_node_ns * len(g.nodes))
+        yield from self._submit(ch, pb)
+        self._runtime_record("graph_launch", start, corr)
 
     def host_sleep(self, ns):
         yield from self._flush_all()

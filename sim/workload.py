@@ -38,6 +38,10 @@ OPS = {
     "host_sleep": {"ns": (_NUM, REQUIRED)},
     "mark": {"what": (str, REQUIRED)},
     "repeat": {"count": (_INT, REQUIRED), "body": (list, REQUIRED)},
+    "stream_begin_capture": {"stream": (str, REQUIRED)},
+    "stream_end_capture": {"stream": (str, REQUIRED), "graph": (str, REQUIRED)},
+    "graph_instantiate": {"graph": (str, REQUIRED)},
+    "graph_launch": {"graph": (str, REQUIRED), "stream": (str, REQUIRED)},
 }
 
 
@@ -81,6 +85,13 @@ def _check_ops(ops, where, names):
             if out["name"] in table:
                 raise WorkloadError(f"{here}: {kind} {out['name']!r} already exists")
             table.add(out["name"])
+        if kind == "stream_end_capture":
+            if out["graph"] in names["graph"]:
+                raise WorkloadError(f"{here}: graph {out['graph']!r} already exists")
+            names["graph"].add(out["graph"])
+        elif "graph" in spec and out["graph"] not in names["graph"]:
+            raise WorkloadError(f"{here}: {kind} refers to graph {out['graph']!r}, which no "
+                                f"stream_end_capture before it makes")
         for ref, table in (("stream", "stream"), ("event", "event")):
             if ref in spec and kind not in ("stream_create", "event_create"):
                 if out[ref] not in names[table]:
@@ -117,7 +128,7 @@ def parse_workload(data, source="<workload>"):
     mc = data.get("max_connections")
     if mc is not None and (not isinstance(mc, int) or not 1 <= mc <= 32):
         raise WorkloadError(f"{source}: max_connections must be 1..32")
-    names = {"stream": set(), "event": set()}
+    names = {"stream": set(), "event": set(), "graph": set()}
     program = _check_ops(data["program"], f"{source}: program", names)
     return {"name": data.get("name", pathlib.Path(source).stem), "max_connections": mc,
             "description": data.get("description", ""), "program": program}
@@ -144,43 +155,54 @@ def count_ops(program):
     return n
 
 
+class ProgramError(ValueError):
+    """An API call of the program failed while it ran; names the op's path."""
+
+
 def run_program(program, rt, progress=None):
     """Generator: the CPU thread executing ``program`` on runtime ``rt``."""
-    yield from _run_ops(program, rt, progress)
+    yield from _run_ops(program, rt, progress, "program")
     yield from rt.finish()
 
 
-def _run_ops(program, rt, progress):
-    for op in program:
+def _run_ops(program, rt, progress, where):
+    for i, op in enumerate(program):
         kind = op["op"]
         if kind == "repeat":
             for _ in range(op["count"]):
-                yield from _run_ops(op["body"], rt, progress)
+                yield from _run_ops(op["body"], rt, progress, f"{where}[{i}].body")
             continue
-        if kind == "stream_create":
-            yield from rt.stream_create(op["name"], op["priority"])
-        elif kind == "event_create":
-            yield from rt.event_create(op["name"], op["timing"])
-        elif kind == "launch_kernel":
-            yield from rt.launch_kernel(op["kernel"], op["grid"], op["block"], op["block_ns"],
-                                        op["stream"])
-        elif kind == "memcpy_async":
-            yield from rt.memcpy_async(op["kind"], op["bytes"], op["stream"])
-        elif kind == "event_record":
-            yield from rt.event_record(op["event"], op["stream"])
-        elif kind == "stream_wait_event":
-            yield from rt.stream_wait_event(op["stream"], op["event"])
-        elif kind == "stream_synchronize":
-            yield from rt.stream_synchronize(op["stream"])
-        elif kind == "event_synchronize":
-            yield from rt.event_synchronize(op["event"])
-        elif kind == "event_query":
-            yield from rt.event_query(op["event"])
-        elif kind == "device_synchronize":
-            yield from rt.device_synchronize()
-        elif kind == "host_sleep":
-            yield from rt.host_sleep(op["ns"])
-        elif kind == "mark":
-            yield from rt.mark(op["what"])
+        try:
+            yield from _run_op(op, rt)
+        except ProgramError:
+            raise
+        except ValueError as e:
+            raise ProgramError(f"{where}[{i}] ({kind}): {e}") from None
         if progress:
             progress()
+
+
+#: op -> the runtime call it makes
+_CALLS = {
+    "stream_create": lambda rt, op: rt.stream_create(op["name"], op["priority"]),
+    "event_create": lambda rt, op: rt.event_create(op["name"], op["timing"]),
+    "launch_kernel": lambda rt, op: rt.launch_kernel(op["kernel"], op["grid"], op["block"],
+                                                     op["block_ns"], op["stream"]),
+    "memcpy_async": lambda rt, op: rt.memcpy_async(op["kind"], op["bytes"], op["stream"]),
+    "event_record": lambda rt, op: rt.event_record(op["event"], op["stream"]),
+    "stream_wait_event": lambda rt, op: rt.stream_wait_event(op["stream"], op["event"]),
+    "stream_synchronize": lambda rt, op: rt.stream_synchronize(op["stream"]),
+    "event_synchronize": lambda rt, op: rt.event_synchronize(op["event"]),
+    "event_query": lambda rt, op: rt.event_query(op["event"]),
+    "device_synchronize": lambda rt, op: rt.device_synchronize(),
+    "host_sleep": lambda rt, op: rt.host_sleep(op["ns"]),
+    "mark": lambda rt, op: rt.mark(op["what"]),
+    "stream_begin_capture": lambda rt, op: rt.stream_begin_capture(op["stream"]),
+    "stream_end_capture": lambda rt, op: rt.stream_end_capture(op["stream"], op["graph"]),
+    "graph_instantiate": lambda rt, op: rt.graph_instantiate(op["graph"]),
+    "graph_launch": lambda rt, op: rt.graph_launch(op["graph"], op["stream"]),
+}
+
+
+def _run_op(op, rt):
+    return _CALLS[op["op"]](rt, op)

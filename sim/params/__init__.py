@@ -32,6 +32,8 @@ class Params:
     block_dispatch_ns: float = _p(0.6, "work distributor: time between two block placements")
     launch_latency_ns: float = _p(150.0, "compute dispatch by the CP -> kernel eligible for "
                                          "block placement (descriptor fetch, setup)")
+    graph_launch_latency_ns: float = _p(25.0, "graph node dispatch by the walker -> kernel "
+                                              "eligible (launch state prepared at instantiation)")
     block_overhead_ns: float = _p(420.0, "fixed run time of every block on top of block_ns")
     kernel_end_ns: float = _p(60.0, "last block done -> completion reported to the front end")
     # -- copy engines --
@@ -63,6 +65,14 @@ class Params:
     sync_call_ns: float = _p(1200.0, "synchronize call overhead before it starts waiting")
     sync_return_ns: float = _p(800.0, "semaphore seen in host memory -> synchronize returns")
     query_cpu_ns: float = _p(3000.0, "one cudaEventQuery")
+    begin_capture_cpu_ns: float = _p(7000.0, "cudaStreamBeginCapture")
+    capture_call_cpu_ns: float = _p(1000.0, "a launch, copy or event call while capturing")
+    end_capture_cpu_ns: float = _p(3000.0, "cudaStreamEndCapture")
+    instantiate_cpu_ns: float = _p(40000.0, "cudaGraphInstantiate, fixed part")
+    instantiate_per_node_ns: float = _p(4300.0, "cudaGraphInstantiate, per node")
+    graph_launch_cpu_ns: float = _p(2500.0, "cudaGraphLaunch, fixed part")
+    graph_launch_per_node_ns: float = _p(1000.0, "cudaGraphLaunch, per node (with the "
+                                                 "profiler's per-node records)")
     # -- driver structures --
     gpfifo_entries: int = _p(1024, "GPFIFO ring entries per channel")
     pushbuffer_bytes: int = _p(1 << 20, "push-buffer bytes per channel")

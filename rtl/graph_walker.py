@@ -1,0 +1,317 @@
+"""Graph walker: runs an instantiated CUDA graph in the front end, without the host.
+
+A graph launch from the CP names a node table in device-visible memory (``GraphNode``
+records, then the edge list; see ``rtl/layouts.py``). The walker loads the table by DMA into
+on-chip node and edge memories (skipped when the same table is already loaded: a replay costs
+no fetch), queues the root nodes, and from then on:
+
+- dispatch: pops a ready node, reads its entry, offers a compute (or copy) record tagged
+  ``graph`` with the node index; at most ``graph_inflight_max`` nodes are out at once;
+- completion: for a completed node, walks its successors, one edge every three cycles,
+  decrementing each one's pending-predecessor count; a successor whose count reaches zero is
+  ready. Pending counts carry the launch's epoch, so a new launch needs no reset pass.
+
+When every node has completed the walker reports the launch's own completion (channel, seq),
+which releases whatever the channel posted behind the graph. Graph launches queue
+(``graph_queue``) and run one at a time.
+
+Timing: completion of a node to dispatch of a successor takes about six cycles.
+"""
+
+from amaranth import Module, Signal, Mux
+from amaranth.lib import wiring, stream, data, enum
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .layouts import (GraphNode, GraphNodeKind, GRAPH_NODE_DWORDS, COPY_FLAG_DESCRIPTOR,
+                      ErrorCause, ADDR_BITS, dma_read_request_layout, dma_read_response_layout,
+                      launch_record_layout, copy_record_layout, completion_layout,
+                      graph_launch_layout)
+from .fetcher import fault_layout
+
+
+class WalkerState(enum.Enum, shape=3):
+    IDLE = 0
+    LOAD_NODES = 1
+    LOAD_EDGES = 2
+    ROOTS = 3
+    RUN = 4
+    DONE = 5
+
+
+class CompletionState(enum.Enum, shape=3):
+    IDLE = 0
+    NODE = 1
+    EDGE_ADDR = 2
+    EDGE = 3
+    UPDATE = 4
+
+
+def node_entry_layout(cfg):
+    return data.StructLayout({"kind": GraphNodeKind, "pred_count": 14, "succ_count": 16,
+                              "succ_first": cfg.edge_bits, "descriptor": 32})
+
+
+class GraphWalker(wiring.Component):
+    def __init__(self, cfg):
+        self.cfg = cfg
+        super().__init__({
+            "launch": In(stream.Signature(graph_launch_layout(cfg))),
+            "dma_req": Out(stream.Signature(dma_read_request_layout(cfg, 1))),
+            "dma_resp": In(stream.Signature(dma_read_response_layout(cfg, 1))),
+            "compute": Out(stream.Signature(launch_record_layout(cfg))),
+            "copy": Out(stream.Signature(copy_record_layout(cfg))),
+            "node_done": In(stream.Signature(completion_layout(cfg))),
+            "graph_done": Out(stream.Signature(completion_layout(cfg))),
+            "fault": Out(stream.Signature(fault_layout(cfg))),
+            "state": Out(WalkerState),
+            "quiescent": Out(1),
+        })
+
+    def elaborate(self, platform):
+        cfg = self.cfg
+        m = Module()
+        nb, eb = cfg.node_bits, cfg.edge_bits
+        entry_layout = node_entry_layout(cfg)
+
+        m.submodules.queue = queue = SyncFIFOBuffered(
+            width=graph_launch_layout(cfg).size, depth=cfg.graph_queue)
+        m.submodules.ready = ready = SyncFIFOBuffered(width=nb, depth=cfg.graph_nodes_max)
+        m.submodules.done = done = SyncFIFOBuffered(width=nb, depth=cfg.graph_inflight_max)
+        m.submodules.nodes = nodes = Memory(shape=entry_layout, depth=cfg.graph_nodes_max,
+                                            init=[])
+        m.submodules.edges = edges = Memory(shape=nb, depth=cfg.graph_edges_max, init=[])
+        m.submodules.roots = roots = Memory(shape=nb, depth=cfg.graph_nodes_max, init=[])
+        m.submodules.pending = pending = Memory(
+            shape=data.StructLayout({"count": 14, "epoch": 8}), depth=cfg.graph_nodes_max,
+            init=[])
+        node_wp, edge_wp, root_wp, pend_wp = (nodes.write_port(), edges.write_port(),
+                                              roots.write_port(), pending.write_port())
+        node_dispatch = nodes.read_port()        # dispatch: the popped node
+        node_succ = nodes.read_port()            # completion: the completed node
+        node_pred = nodes.read_port()            # completion: a successor's predecessor count
+        edge_rp = edges.read_port()
+        root_rp = roots.read_port()
+        pend_rp = pending.read_port(transparent_for=(pend_wp,))
+
+        # launch queue in, completions in
+        m.d.comb += [queue.w_en.eq(self.launch.valid), queue.w_data.eq(self.launch.payload),
+                     self.launch.ready.eq(queue.w_rdy),
+                     done.w_en.eq(self.node_done.valid), done.w_data.eq(self.node_done.payload.node),
+                     self.node_done.ready.eq(done.w_rdy)]
+        head = data.View(graph_launch_layout(cfg), queue.r_data)
+
+        state = Signal(WalkerState)
+        m.d.comb += self.state.eq(state)
+        cur = Signal(graph_launch_layout(cfg))       # the running launch
+        loaded_table = Signal(ADDR_BITS)
+        loaded_nodes = Signal(nb + 1)
+        loaded = Signal()
+        epoch = Signal(8)
+        n_roots = Signal(nb + 1)
+        n_edges = Signal(eb + 1)
+        done_count = Signal(nb + 1)
+        inflight = Signal(range(cfg.graph_inflight_max + 1))
+
+        # -- table load: one DMA read in flight, bursts of dma_burst dwords --
+        fetch_addr = Signal(ADDR_BITS)
+        fetch_left = Signal(32)              # dwords still to request
+        in_flight_read = Signal()
+        word = Signal(range(GRAPH_NODE_DWORDS))
+        node_words = Signal(GRAPH_NODE_DWORDS * 32)
+        load_index = Signal(max(nb, eb) + 1)
+        req = self.dma_req
+        m.d.comb += [req.payload.tag.eq(1), self.dma_resp.ready.eq(1)]
+        with m.If(req.valid & req.ready):
+            m.d.sync += [req.valid.eq(0), in_flight_read.eq(1)]
+        burst = Mux(fetch_left < cfg.dma_burst, fetch_left, cfg.dma_burst)
+        loading = (state == WalkerState.LOAD_NODES) | (state == WalkerState.LOAD_EDGES)
+        with m.If(loading & ~req.valid & ~in_flight_read & (fetch_left != 0)):
+            m.d.sync += [req.valid.eq(1), req.payload.address.eq(fetch_addr),
+                         req.payload.count.eq(burst), fetch_addr.eq(fetch_addr + (burst << 2)),
+                         fetch_left.eq(fetch_left - burst)]
+        rsp = self.dma_resp
+        with m.If(rsp.valid & rsp.payload.last):
+            m.d.sync += in_flight_read.eq(0)
+
+        def fault(cause):
+            m.d.comb += [self.fault.valid.eq(1), self.fault.payload.channel.eq(cur.channel),
+                         self.fault.payload.cause.eq(cause)]
+            m.d.sync += [loaded.eq(0), state.eq(WalkerState.DONE)]
+
+        assembled = GraphNode(Signal(GRAPH_NODE_DWORDS * 32))
+        m.d.comb += assembled.as_value().eq(node_words | (rsp.payload.data << 96))
+        m.d.comb += [
+            node_wp.addr.eq(load_index), node_wp.data.kind.eq(assembled.kind),
+            node_wp.data.pred_count.eq(assembled.pred_count),
+            node_wp.data.succ_count.eq(assembled.succ_count),
+            node_wp.data.succ_first.eq(assembled.succ_first),
+            node_wp.data.descriptor.eq(assembled.descriptor),
+            root_wp.addr.eq(n_roots), root_wp.data.eq(load_index),
+            edge_wp.addr.eq(load_index), edge_wp.data.eq(rsp.payload.data),
+        ]
+        succ_end = assembled.succ_first + assembled.succ_count
+
+        # -- dispatch --
+        d_busy = Signal()            # a node entry is being read
+        cr, yr = self.compute, self.copy
+        with m.If(cr.valid & cr.ready):
+            m.d.sync += cr.valid.eq(0)
+        with m.If(yr.valid & yr.ready):
+            m.d.sync += yr.valid.eq(0)
+        d_node = Signal(nb)
+        offered = cr.valid | yr.valid
+        taken = (cr.valid & cr.ready) | (yr.valid & yr.ready)
+        can_pop = ((state == WalkerState.RUN) & ready.r_rdy & ~d_busy & ~offered
+                   & (inflight < cfg.graph_inflight_max))
+        m.d.comb += [node_dispatch.addr.eq(ready.r_data), ready.r_en.eq(can_pop)]
+        with m.If(can_pop):
+            m.d.sync += [d_busy.eq(1), d_node.eq(ready.r_data)]
+        with m.If(d_busy):
+            e = node_dispatch.data
+            m.d.sync += d_busy.eq(0)
+            with m.If(e.kind == GraphNodeKind.COPY):
+                m.d.sync += [yr.valid.eq(1), yr.payload.channel.eq(cur.channel),
+                             yr.payload.seq.eq(cur.seq), yr.payload.node.eq(d_node),
+                             yr.payload.graph.eq(1), yr.payload.src.eq(e.descriptor << 8),
+                             yr.payload.flags.eq(COPY_FLAG_DESCRIPTOR)]
+            with m.Else():
+                m.d.sync += [cr.valid.eq(1), cr.payload.channel.eq(cur.channel),
+                             cr.payload.seq.eq(cur.seq), cr.payload.node.eq(d_node),
+                             cr.payload.graph.eq(1), cr.payload.descriptor.eq(e.descriptor << 8)]
+
+        # -- completion: walk the successors --
+        cstate = Signal(CompletionState)
+        c_first = Signal(eb + 1)
+        c_left = Signal(16)
+        succ = Signal(nb)
+        popping_done = (cstate == CompletionState.IDLE) & done.r_rdy & (state == WalkerState.RUN)
+        m.d.comb += [done.r_en.eq(popping_done), node_succ.addr.eq(done.r_data),
+                     edge_rp.addr.eq(c_first), pend_rp.addr.eq(edge_rp.data),
+                     node_pred.addr.eq(edge_rp.data)]
+        m.d.sync += inflight.eq(inflight + taken - popping_done)
+        with m.Switch(cstate):
+            with m.Case(CompletionState.IDLE):
+                with m.If(popping_done):
+                    m.d.sync += [cstate.eq(CompletionState.NODE), done_count.eq(done_count + 1)]
+            with m.Case(CompletionState.NODE):
+                m.d.sync += [c_first.eq(node_succ.data.succ_first),
+                             c_left.eq(node_succ.data.succ_count)]
+                with m.If(node_succ.data.succ_count == 0):
+                    m.d.sync += cstate.eq(CompletionState.IDLE)
+                with m.Else():
+                    m.d.sync += cstate.eq(CompletionState.EDGE_ADDR)
+            with m.Case(CompletionState.EDGE_ADDR):
+                # edge_rp.addr = c_first this cycle; the successor's index arrives next cycle
+                m.d.sync += cstate.eq(CompletionState.EDGE)
+            with m.Case(CompletionState.EDGE):
+                m.d.sync += [succ.eq(edge_rp.data), cstate.eq(CompletionState.UPDATE)]
+            with m.Case(CompletionState.UPDATE):
+                p = pend_rp.data
+                count = Mux(p.epoch == epoch, p.count, node_pred.data.pred_count)
+                m.d.comb += [pend_wp.addr.eq(succ), pend_wp.en.eq(1),
+                             pend_wp.data.count.eq(count - 1), pend_wp.data.epoch.eq(epoch)]
+                with m.If(count == 1):
+                    m.d.comb += [ready.w_en.eq(1), ready.w_data.eq(succ)]
+                m.d.sync += [c_first.eq(c_first + 1), c_left.eq(c_left - 1)]
+                with m.If(c_left == 1):
+                    m.d.sync += cstate.eq(CompletionState.IDLE)
+                with m.Else():
+                    m.d.sync += cstate.eq(CompletionState.EDGE_ADDR)
+        # the pending-count read must address the successor during EDGE -> UPDATE: hold it
+        with m.If(cstate == CompletionState.UPDATE):
+            m.d.comb += [pend_rp.addr.eq(succ), node_pred.addr.eq(succ)]
+
+        # -- the walker's own FSM --
+        gd = self.graph_done
+        with m.If(gd.valid & gd.ready):
+            m.d.sync += gd.valid.eq(0)
+        root_index = Signal(nb + 1)
+        root_valid = Signal()
+        m.d.comb += root_rp.addr.eq(root_index)
+        with m.Switch(state):
+            with m.Case(WalkerState.IDLE):
+                with m.If(queue.r_rdy & ~gd.valid):
+                    m.d.comb += queue.r_en.eq(1)
+                    m.d.sync += [cur.eq(head), done_count.eq(0), epoch.eq(epoch + 1)]
+                    with m.If((head.nodes > cfg.graph_nodes_max) | (head.nodes == 0)):
+                        m.d.sync += state.eq(WalkerState.DONE)
+                        m.d.comb += [self.fault.valid.eq(head.nodes != 0),
+                                     self.fault.payload.channel.eq(head.channel),
+                                     self.fault.payload.cause.eq(ErrorCause.GRAPH)]
+                    with m.Elif(loaded & (head.table == loaded_table)
+                                & (head.nodes == loaded_nodes)):
+                        m.d.sync += [state.eq(WalkerState.ROOTS), root_index.eq(0),
+                                     root_valid.eq(0)]
+                    with m.Else():
+                        m.d.sync += [state.eq(WalkerState.LOAD_NODES), loaded.eq(0),
+                                     fetch_addr.eq(head.table),
+                                     fetch_left.eq(head.nodes * GRAPH_NODE_DWORDS),
+                                     load_index.eq(0), word.eq(0), n_roots.eq(0),
+                                     n_edges.eq(0), node_words.eq(0)]
+            with m.Case(WalkerState.LOAD_NODES):
+                with m.If(rsp.valid):
+                    with m.If(rsp.payload.error):
+                        fault(ErrorCause.GRAPH)
+                    with m.Elif(word == GRAPH_NODE_DWORDS - 1):
+                        m.d.comb += node_wp.en.eq(1)
+                        with m.If(assembled.pred_count == 0):
+                            m.d.comb += root_wp.en.eq(1)
+                            m.d.sync += n_roots.eq(n_roots + 1)
+                        with m.If(succ_end > n_edges):
+                            m.d.sync += n_edges.eq(succ_end)
+                        m.d.sync += [word.eq(0), node_words.eq(0),
+                                     load_index.eq(load_index + 1)]
+                        with m.If(load_index + 1 == cur.nodes):
+                            m.d.sync += load_index.eq(0)
+                            with m.If(succ_end > cfg.graph_edges_max):
+                                fault(ErrorCause.GRAPH)
+                            with m.Elif((succ_end == 0) & (n_edges == 0)):
+                                m.d.sync += [state.eq(WalkerState.ROOTS), root_index.eq(0),
+                                             root_valid.eq(0), loaded.eq(1),
+                                             loaded_table.eq(cur.table),
+                                             loaded_nodes.eq(cur.nodes)]
+                            with m.Else():
+                                edges_total = Mux(succ_end > n_edges, succ_end, n_edges)
+                                m.d.sync += [state.eq(WalkerState.LOAD_EDGES),
+                                             n_edges.eq(edges_total),
+                                             fetch_addr.eq(cur.table + cur.nodes * 16),
+                                             fetch_left.eq(edges_total)]
+                    with m.Else():
+                        m.d.sync += [word.eq(word + 1),
+                                     node_words.eq(node_words
+                                                   | (rsp.payload.data << (word * 32)))]
+            with m.Case(WalkerState.LOAD_EDGES):
+                with m.If(rsp.valid):
+                    with m.If(rsp.payload.error):
+                        fault(ErrorCause.GRAPH)
+                    with m.Else():
+                        m.d.comb += edge_wp.en.eq(1)
+                        m.d.sync += load_index.eq(load_index + 1)
+                        with m.If(load_index + 1 == n_edges):
+                            m.d.sync += [state.eq(WalkerState.ROOTS), root_index.eq(0),
+                                         root_valid.eq(0), loaded.eq(1),
+                                         loaded_table.eq(cur.table), loaded_nodes.eq(cur.nodes)]
+            with m.Case(WalkerState.ROOTS):
+                # root_rp reads root_index; its data is valid the next cycle
+                m.d.sync += [root_valid.eq(1), root_index.eq(root_index + 1)]
+                with m.If(root_valid):
+                    m.d.comb += [ready.w_en.eq(1), ready.w_data.eq(root_rp.data)]
+                with m.If(root_index == n_roots):
+                    m.d.sync += state.eq(WalkerState.RUN)
+            with m.Case(WalkerState.RUN):
+                with m.If((done_count == cur.nodes) & (cstate == CompletionState.IDLE)):
+                    m.d.sync += state.eq(WalkerState.DONE)
+            with m.Case(WalkerState.DONE):
+                m.d.sync += [gd.valid.eq(1), gd.payload.channel.eq(cur.channel),
+                             gd.payload.seq.eq(cur.seq), state.eq(WalkerState.IDLE)]
+
+        # quiet: waiting only for completions or DMA data (FIFO levels count entries that
+        # have not reached the FIFO's output register yet)
+        m.d.comb += self.quiescent.eq(
+            ((state == WalkerState.IDLE) & (queue.level == 0) & ~gd.valid)
+            | ((state == WalkerState.RUN) & (ready.level == 0) & (done.level == 0) & ~d_busy
+               & ~offered & (cstate == CompletionState.IDLE) & (done_count != cur.nodes))
+            | (loading & in_flight_read & ~req.valid & ~rsp.valid))
+        return m

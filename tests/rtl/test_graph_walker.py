@@ -1,0 +1,77 @@
+"""The graph walker inside FrontEnd: a node table in host memory, one GRAPH_LAUNCH."""
+
+from rtl.config import SMALL
+from rtl.layouts import Method, ChannelReg, ChannelState, ErrorCause
+from sim.encode import PushBuffer, launch_descriptor, encode_graph_node, syncpoint_address
+from sim.rtl_bench import FrontEndBench
+from tests.helpers import mmio_channel
+
+
+def put_graph(b, deps, block_ns=100):
+    """Write a graph (deps[i]: predecessors of node i) and its kernels; return the table."""
+    n = len(deps)
+    succs = [[j for j in range(n) if i in deps[j]] for i in range(n)]
+    words, first = [], 0
+    for i in range(n):
+        d = b.put_descriptor(launch_descriptor(block_ns=block_ns, kernel_id=100 + i))
+        words += encode_graph_node("kernel", len(deps[i]), len(succs[i]), first, d)
+        first += len(succs[i])
+    words += [j for s in succs for j in s]
+    table = b.mem.alloc(4 * len(words), align=256)
+    b.mem.write_dwords(table, words)
+    return table
+
+
+def graph_launch(pb, table, nodes):
+    return pb.incr(Method.GRAPH_TABLE_LO, table & 0xFFFFFFFF, table >> 32) \
+             .immd(Method.GRAPH_LAUNCH, nodes)
+
+
+def test_chain_runs_in_order_and_releases_after_the_last_node():
+    b = FrontEndBench(SMALL)
+    b.setup_channel(0)
+    table = put_graph(b, [set(), {0}, {1}, {2}])
+    sp = syncpoint_address(SMALL, 0)
+    b.submit(0, graph_launch(PushBuffer(), table, 4).sem_release(sp, 1))
+    b.run_until_idle()
+    graph = [(t, r) for t, kind, r in b.log.dispatches if r["graph"]]
+    assert [r["kernel_id"] for _, r in graph] == [100, 101, 102, 103]
+    # each node is dispatched only after its predecessor completed, a few cycles later
+    for (t0, r0), (t1, r1) in zip(graph, graph[1:]):
+        assert t1 > t0 + 100
+    assert b.peek(b.dut.syncpoint.counters)[0] == 1      # released when the graph finished
+    # a second launch of the same table reuses what is loaded: no more DMA of the table
+    reads = len(b.log.dma_reads)
+    b.submit(0, graph_launch(PushBuffer(), table, 4).sem_release(sp, 2))
+    b.run_until_idle()
+    assert len([1 for _, k, r in b.log.dispatches if r["graph"]]) == 8
+    walker_tag = 1 << SMALL.chan_bits
+    assert any(tag == walker_tag for _, _, _, tag in b.log.dma_reads[:reads])
+    assert not any(tag == walker_tag for _, _, _, tag in b.log.dma_reads[reads:])
+    assert b.peek(b.dut.syncpoint.counters)[0] == 2
+
+
+def test_fork_join_runs_branches_together_and_joins_after_both():
+    b = FrontEndBench(SMALL)
+    b.setup_channel(0)
+    # 0 -> (1, 2) -> 3; branch 2 is long
+    deps = [set(), {0}, {0}, {1, 2}]
+    table = put_graph(b, deps)
+    b.submit(0, graph_launch(PushBuffer(), table, 4))
+    b.run_until_idle()
+    disp = {r["node"]: t for t, kind, r in b.log.dispatches if r["graph"]}
+    assert abs(disp[1] - disp[2]) < 10                  # both branches at once
+    assert disp[3] > max(disp[1], disp[2]) + 100        # the join after both
+
+
+def test_graph_too_large_faults_its_channel_only():
+    b = FrontEndBench(SMALL)
+    b.setup_channel(0)
+    b.setup_channel(1)
+    b.submit(0, graph_launch(PushBuffer(), 0x1_0000_0000, SMALL.graph_nodes_max + 1))
+    b.submit(1, PushBuffer().launch(b.put_descriptor(launch_descriptor(kernel_id=7))))
+    b.run_until_idle()
+    word = b.mmio_read(mmio_channel(0, ChannelReg.STATE))
+    assert (ChannelState(word & 0xF), ErrorCause(word >> 4)) == (ChannelState.ERROR,
+                                                                 ErrorCause.GRAPH)
+    assert [r["kernel_id"] for _, k, r in b.log.dispatches] == [7]
