@@ -61,7 +61,7 @@ class CoSim:
         self.error = None
         self._rtl_idle = True
         # statistics
-        self.stats = {"rtl_cycles": 0, "jumps": 0, "jumped_ns": 0}
+        self.stats = {"rtl_cycles": 0, "jumps": 0, "jumped_ns": 0, "doorbells": 0}
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -74,6 +74,8 @@ class CoSim:
     def mmio_write(self, address, data, delay_ns=None):
         """A posted MMIO write; it reaches the register after ``mmio_write_ns``."""
         d = self.p.mmio_write_ns if delay_ns is None else delay_ns
+        if address % CHANNEL_REGS == ChannelReg.GP_PUT.value:
+            self.stats["doorbells"] += 1
         self.ev.after(ps(d), self._mmio.append, (address, data))
 
     def channel_register(self, channel, reg):

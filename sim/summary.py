@@ -18,6 +18,7 @@ def print_summary(result, outputs=None, out=print):
             ("median kernel duration", "median_kernel_us", "us"),
             ("median gap between kernels of a stream", "median_gap_us", "us"),
             ("median launch API time", "launch_api_us", "us"),
+            ("median graph launch API time", "graph_launch_api_us", "us"),
             ("median submitted -> start", "submitted_to_start_us", "us"),
             ("most kernels running at once", "max_concurrent", ""),
             ("channels used", "channels_used", "")]

@@ -71,6 +71,10 @@ def summary(records):
             best = max(best, run)
         out["max_concurrent"] = best
         out["channels_used"] = len({k["channel"] for k in ks})
+    glaunch = [r["end"] - r["start"] for r in records if r["kind"] == "runtime"
+               and r["name"].startswith("cudaGraphLaunch")]
+    if glaunch:
+        out["graph_launch_api_us"] = statistics.median(glaunch) / 1e3
     launches = [r for r in records if r["kind"] == "runtime"
                 and r["name"].startswith("cudaLaunchKernel")]
     if launches:

@@ -32,9 +32,9 @@ class Params:
     block_dispatch_ns: float = _p(0.6, "work distributor: time between two block placements")
     launch_latency_ns: float = _p(150.0, "compute dispatch by the CP -> kernel eligible for "
                                          "block placement (descriptor fetch, setup)")
-    graph_launch_latency_ns: float = _p(25.0, "graph node dispatch by the walker -> kernel "
+    graph_launch_latency_ns: float = _p(86.0, "graph node dispatch by the walker -> kernel "
                                               "eligible (launch state prepared at instantiation)")
-    block_overhead_ns: float = _p(420.0, "fixed run time of every block on top of block_ns")
+    block_overhead_ns: float = _p(548.0, "fixed run time of every block on top of block_ns")
     kernel_end_ns: float = _p(60.0, "last block done -> completion reported to the front end")
     # -- copy engines --
     copy_latency_ns: float = _p(700.0, "copy dispatch -> first byte moves")
