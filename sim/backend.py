@@ -1,75 +1,110 @@
 """Simulation backends for the FrontEnd: the harness's narrow interface to the RTL.
 
-A backend runs the clock and calls the harness back before the edges it must see:
+The harness never drives the clock itself. It queues inputs with the cycle they are due at,
+and asks the backend to run until something needs the host:
 
-    backend.run(on_cycle)
+- ``push(port, cycle, payload)``: an input transfer on stream ``port`` (``"mmio"``,
+  ``"dma_read_resp"``, ``"compute_done"``, ``"copy_done"``); due entries are offered one a
+  cycle, in order, and leave their queue when the RTL takes them;
+- ``write_ready_from(cycle)``: the DMA write port is busy before ``cycle``;
+- ``run(until)``: runs cycles (from the current one) until an output transfer is offered
+  (a DMA read or write, a compute or copy dispatch: returns ``"transfer"`` before that
+  cycle's clock edge, with the payloads readable by ``get``), until cycle ``until`` is
+  reached (``"until"``), or, with ``until`` None, until the RTL is idle with nothing queued
+  (``"idle"``). The next ``run`` first lets the offered transfers happen.
+- While the RTL is idle and no input is due, time jumps to the next due input or ``until``
+  (``jumps=False`` clocks every cycle; the results are the same).
 
-``on_cycle(io)`` pokes inputs with ``io.set(port, value)`` and peeks settled outputs with
-``io.get(port)`` (what the coming edge will transfer), then returns how many cycles the RTL
-may run on its own before the next call (``0`` ends the run). While running on its own the
-inputs stay as set, ``now`` advances by ``io.cycle_ns`` per cycle, and the backend stops early
-as soon as the RTL needs the host: a DMA request or write, a dispatch, or ``idle``.
-``io.cycles`` counts the cycles run so far.
+Every cycle: ``now`` = cycle * cycle_ps // 1000 ns; due inputs are offered; outputs settle;
+an offered output stops the run; the clock edge; taken inputs leave their queues.
 
-:class:`PysimBackend` is Amaranth's Python simulator. A compiled backend implements the same
-``run`` with the free-running loop in C.
+:class:`PysimBackend` is Amaranth's Python simulator; :class:`sim.compiled.CxxrtlBackend`
+runs the same loop in C++ over the design compiled by Yosys CXXRTL.
 """
 
+from collections import deque
+
+from amaranth.hdl import Value
+from amaranth.lib import data, enum
 from amaranth.sim import Simulator
 
+INPUT_STREAMS = ("mmio", "dma_read_resp", "compute_done", "copy_done")
+OUTPUT_STREAMS = ("dma_read_req", "dma_write", "compute", "copy")
+BUSY_CAP = 50_000_000        # cycles the RTL may stay busy with nothing external happening
 
-class PysimBackend:
+
+class BackendBase:
+    """Port naming and value packing shared by the backends."""
+
+    def __init__(self, dut, cycle_ps, jumps=True):
+        self.dut = dut
+        self.cycle_ps = cycle_ps
+        self.jumps = jumps
+        self.cycle = 0
+        self.stats = {"rtl_cycles": 0, "jumped_cycles": 0, "jumps": 0}
+        self._shapes = {}
+        for path, _, port in dut.signature.flatten(dut):
+            name = "__".join(str(p) for p in path)
+            self._shapes[name] = port
+
+    def pack(self, name, value):
+        port = self._shapes[name]
+        if isinstance(value, int):
+            return value
+        shape = port.shape() if hasattr(port, "shape") else None
+        if isinstance(shape, data.Layout):
+            return shape.const(value).as_value().value
+        if isinstance(value, enum.Enum):
+            return value.value
+        return int(value)
+
+    def unpack(self, name, bits):
+        port = self._shapes[name]
+        shape = port.shape() if hasattr(port, "shape") else None
+        if isinstance(shape, data.Layout):
+            return shape.from_bits(bits)
+        return bits
+
+
+class PysimBackend(BackendBase):
     name = "pysim"
 
-    def __init__(self, dut, cycle_ns=1.0, vcd=None):
-        self.dut = dut
-        self.cycle_ns = cycle_ns
+    def __init__(self, dut, cycle_ps, jumps=True, vcd=None):
+        super().__init__(dut, cycle_ps, jumps)
         self.vcd = vcd
-        self.cycles = 0
-        self.time_ns = 0.0            # the harness's time for the coming edge, set by on_cycle
+        self._queues = {n: deque() for n in INPUT_STREAMS}
+        self._write_ready = 0
+        self._values = {}
+        self.last_idle = True
 
-    def _needs_host(self, ctx):
-        d = self.dut
-        return (ctx.get(d.dma_read_req.valid) or ctx.get(d.dma_write.valid)
-                or ctx.get(d.compute.valid) or ctx.get(d.copy.valid) or ctx.get(d.idle))
+    def push(self, port, cycle, payload):
+        self._queues[port].append((cycle, self.pack(f"{port}__payload", payload)))
 
-    def run(self, on_cycle):
+    def write_ready_from(self, cycle):
+        self._write_ready = cycle
+
+    def queued(self):
+        return sum(len(q) for q in self._queues.values())
+
+    def get(self, name):
+        return self.unpack(name, self._values[name])
+
+    def drive(self, harness):
+        """Run the harness: ``harness(backend, reason)`` returns the next ``until`` (a cycle
+        or None) or ``False`` to stop."""
         sim = Simulator(self.dut)
         sim.add_clock(1e-9)
-        backend = self
-
-        class IO:
-            cycle_ns = self.cycle_ns
-
-            def __init__(self, ctx):
-                self.ctx = ctx
-
-            def set(self, port, value):
-                self.ctx.set(port, value)
-
-            def get(self, port):
-                return self.ctx.get(port)
-
-            @property
-            def cycles(self):
-                return backend.cycles
+        dut = self.dut
+        ports = {n: getattr(dut, n) for n in INPUT_STREAMS + OUTPUT_STREAMS}
 
         async def testbench(ctx):
-            io = IO(ctx)
-            while True:
-                free = on_cycle(io)
-                if not free:
-                    return
-                await ctx.tick()
-                backend.cycles += 1
-                t = backend.time_ns
-                for _ in range(free - 1):
-                    if self._needs_host(ctx):
-                        break
-                    t += self.cycle_ns
-                    ctx.set(self.dut.now, int(t))
-                    await ctx.tick()
-                    backend.cycles += 1
+            for n in ("dma_read_req", "compute", "copy"):
+                ctx.set(ports[n].ready, 1)
+            until = harness(self, "start")
+            consume = False
+            while until is not False:
+                reason, consume = await self._run(ctx, ports, until, consume)
+                until = harness(self, reason)
 
         sim.add_testbench(testbench)
         if self.vcd:
@@ -77,3 +112,61 @@ class PysimBackend:
                 sim.run()
         else:
             sim.run()
+
+    async def _run(self, ctx, ports, until, consume):
+        dut = self.dut
+        busy = 0
+        while True:
+            c = self.cycle
+            if consume:
+                # the transfers offered at this cycle happen now: same inputs, then the edge
+                offered = self._offered
+                consume = False
+            else:
+                if until is not None and c >= until:
+                    return "until", False
+                # offer due inputs
+                offered = []
+                for n, q in self._queues.items():
+                    if q and q[0][0] <= c:
+                        ctx.set(ports[n].valid, 1)
+                        ctx.set(Value.cast(ports[n].payload), q[0][1])
+                        offered.append(n)
+                    else:
+                        ctx.set(ports[n].valid, 0)
+                write_ready = c >= self._write_ready
+                ctx.set(dut.dma_write.ready, write_ready)
+                ctx.set(dut.now, c * self.cycle_ps // 1000)
+                # settled outputs: an offered transfer goes to the host first
+                if (ctx.get(dut.dma_read_req.valid) or ctx.get(dut.compute.valid)
+                        or ctx.get(dut.copy.valid)
+                        or (write_ready and ctx.get(dut.dma_write.valid))):
+                    self._values = {}
+                    for n in OUTPUT_STREAMS:
+                        self._values[f"{n}__valid"] = ctx.get(ports[n].valid)
+                        self._values[f"{n}__payload"] = ctx.get(Value.cast(ports[n].payload))
+                    self._values["dma_write__ready"] = write_ready
+                    self._offered = offered
+                    return "transfer", True
+            idle = self.last_idle = ctx.get(dut.idle)
+            taken = [n for n in offered if ctx.get(ports[n].ready)]
+            if idle and not offered:
+                due = [q[0][0] for q in self._queues.values() if q]
+                target = min(due) if due else None
+                if until is not None:
+                    target = until if target is None else min(target, until)
+                if target is None:
+                    return "idle", False
+                if self.jumps and target > c + 1:
+                    self.stats["jumps"] += 1
+                    self.stats["jumped_cycles"] += target - c - 1
+                    self.cycle = target - 1      # one idle edge brings us to the target
+            await ctx.tick()
+            self.stats["rtl_cycles"] += 1
+            self.cycle += 1
+            for n in taken:
+                self._queues[n].popleft()
+            busy = 0 if (offered or idle) else busy + 1
+            if busy > BUSY_CAP:
+                raise RuntimeError(f"the RTL stayed busy for {BUSY_CAP} cycles with nothing "
+                                   f"external happening (cycle {self.cycle})")

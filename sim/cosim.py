@@ -1,10 +1,11 @@
 """Co-simulation: the FrontEnd RTL between a CPU thread and the device back end.
 
 One deterministic event queue (integer ps) holds everything outside the RTL: the CPU thread
-running the host program, doorbell MMIO writes in flight, DMA read responses, host-memory
-writes becoming visible, kernels and copies on the engines. The RTL is stepped one clock at a
-time while it has something to do; when it is ``idle`` and no input is due, time jumps to the
-next external event (``jumps=False`` steps every cycle instead: the timeline is the same).
+running the host program, doorbell MMIO writes in flight, host-memory writes becoming visible,
+kernels and copies on the engines. Inputs for the RTL are queued in the backend with the
+cycle they are due at (see ``backend.py``); the backend runs the clock until the RTL offers a
+transfer or the next event is due, and jumps over stretches where the RTL is idle
+(``jumps=False`` clocks every cycle instead: the timeline is the same).
 
 The CPU thread is a generator that yields what it waits for:
 
@@ -30,24 +31,18 @@ class Deadlock(RuntimeError):
 
 
 class CoSim:
-    def __init__(self, params, max_connections=None, *, vcd=None, jumps=True, backend=None):
+    def __init__(self, params, max_connections=None, *, vcd=None, jumps=True, backend="pysim"):
         self.p = params
         self.max_connections = max_connections or params.max_connections
         self.cfg = params.frontend_config(self.max_connections)
         self.dut = FrontEnd(self.cfg)
         self.cycle_ps = ps(params.cycle_ns)
-        self.backend = backend or PysimBackend(self.dut, params.cycle_ns, vcd=vcd)
-        self.jumps = jumps
+        self.backend = make_backend(backend, self.dut, self.cycle_ps, jumps, vcd)
         self.ev = EventQueue()
         self.mem = HostMemory()
         self.compute = ComputeEngine(params, self.ev, self._kernel_done)
         self.copies = CopyEngines(params, self.ev, self._copy_done)
-        # inputs waiting for the RTL
-        self._mmio = deque()
-        self._resp = deque()              # (ready_ps, dword payload dict)
-        self._resp_free_ps = 0            # read data path busy until
-        self._done = {"compute": deque(), "copy": deque()}
-        self._write_busy_until = 0
+        self._resp_free_ps = 0            # DMA read data path busy until
         # what a dispatch refers to
         self.launches = {}                # descriptor address -> (Kernel, record)
         self.copy_jobs = {}               # dst address -> (Copy, record)
@@ -59,15 +54,17 @@ class CoSim:
         self._cpu_wait = None
         self.cpu_done = False
         self.error = None
-        self._rtl_idle = True
-        # statistics
-        self.stats = {"rtl_cycles": 0, "jumps": 0, "jumped_ns": 0, "doorbells": 0}
+        self.stats = {"doorbells": 0}
 
     # -- time ---------------------------------------------------------------------------------
 
     @property
     def now_ns(self):
         return self.ev.now // 1000
+
+    def _cycle_of(self, t_ps):
+        """The first RTL cycle at or after time ``t_ps``."""
+        return -(-t_ps // self.cycle_ps)
 
     # -- KMD: MMIO -------------------------------------------------------------------------------
 
@@ -76,7 +73,10 @@ class CoSim:
         d = self.p.mmio_write_ns if delay_ns is None else delay_ns
         if address % CHANNEL_REGS == ChannelReg.GP_PUT.value:
             self.stats["doorbells"] += 1
-        self.ev.after(ps(d), self._mmio.append, (address, data))
+        self.ev.after(ps(d), self._push, "mmio", {"address": address, "data": data})
+
+    def _push(self, port, payload):
+        self.backend.push(port, self._cycle_of(self.ev.now), payload)
 
     def channel_register(self, channel, reg):
         return channel * CHANNEL_REGS + reg.value
@@ -114,8 +114,8 @@ class CoSim:
 
     def device_quiet(self):
         """Nothing outside the CPU thread is due and the RTL was idle at its last cycle."""
-        return (self._rtl_idle and self.ev.next_time() is None and not self._mmio
-                and not self._resp and not self._done["compute"] and not self._done["copy"])
+        return (self.backend.last_idle and self.ev.next_time() is None
+                and self.backend.queued() == 0)
 
     # -- host memory writes from the device --------------------------------------------------------
 
@@ -125,79 +125,54 @@ class CoSim:
 
     # -- engines ---------------------------------------------------------------------------------
 
+    def _completion(self, port, key):
+        channel, seq, node, graph = key
+        self._push(port, {"channel": channel, "seq": seq, "node": node, "graph": graph})
+
     def _kernel_done(self, kernel):
-        self._done["compute"].append(kernel.key)
+        self._completion("compute_done", kernel.key)
 
     def _copy_done(self, copy):
-        self._done["copy"].append(copy.key)
+        self._completion("copy_done", copy.key)
 
-    # -- one RTL cycle -----------------------------------------------------------------------------
+    # -- the harness: called by the backend whenever it stops -------------------------------------
 
-    def _on_cycle(self, io):
-        dut = self.dut
-        # time of the coming edge: the previous call's edge plus the edges run since
-        ran = io.cycles - self._last_cycles
-        self._last_cycles = io.cycles
-        t = self._edge_ps + ran * self.cycle_ps if self._started else 0
-        self._started = True
-        self._edge_ps = t
-        self.ev.run_due(t)
+    def _harness(self, backend, reason):
+        t = backend.cycle * self.cycle_ps
+        if reason == "transfer":
+            self.ev.now = max(self.ev.now, t)
+            self._transfers(backend, t)
+        elif reason == "idle":
+            if not self.cpu_done:
+                why = self._cpu_wait[1] if self._cpu_wait else "the CPU thread"
+                self.error = Deadlock(f"deadlock at {t // 1000} ns: {why} can never be "
+                                      f"satisfied (the GPU is idle and nothing else is due)")
+            return False
+        else:
+            self.ev.run_due(t)
         if self.error:
-            return 0
+            return False
+        nxt = self.ev.next_time()
+        return None if nxt is None else max(self._cycle_of(nxt), backend.cycle)
 
-        # inputs for the coming edge
-        io.set(dut.now, t // 1000)
-        self.backend.time_ns = t / 1000
-        busy_inputs = False
-        if self._mmio:
-            a, d = self._mmio.popleft()
-            io.set(dut.mmio.valid, 1)
-            io.set(dut.mmio.payload, {"address": a, "data": d})
-            busy_inputs = True
-        else:
-            io.set(dut.mmio.valid, 0)
-        if self._resp and self._resp[0][0] <= t:
-            io.set(dut.dma_read_resp.valid, 1)
-            io.set(dut.dma_read_resp.payload, self._resp.popleft()[1])
-            busy_inputs = True
-        else:
-            io.set(dut.dma_read_resp.valid, 0)
-        for kind, port in (("compute", dut.compute_done), ("copy", dut.copy_done)):
-            q = self._done[kind]
-            if q:
-                channel, seq, node, graph = q[0]
-                io.set(port.valid, 1)
-                io.set(port.payload, {"channel": channel, "seq": seq, "node": node,
-                                      "graph": graph})
-                if io.get(port.ready):
-                    q.popleft()
-                busy_inputs = True
-            else:
-                io.set(port.valid, 0)
-        write_ready = self._write_busy_until <= t
-        io.set(dut.dma_write.ready, write_ready)
-        io.set(dut.dma_read_req.ready, 1)
-        io.set(dut.compute.ready, 1)
-        io.set(dut.copy.ready, 1)
-
-        # what the edge transfers
-        if io.get(dut.dma_read_req.valid):
-            self._dma_read(io.get(dut.dma_read_req.payload), t)
-        if write_ready and io.get(dut.dma_write.valid):
-            w = io.get(dut.dma_write.payload)
-            self._write_busy_until = t + ps(self.p.dma_write_ns)
+    def _transfers(self, b, t):
+        if b.get("dma_read_req__valid"):
+            self._dma_read(b.get("dma_read_req__payload"), t)
+        if b.get("dma_write__valid") and b.get("dma_write__ready"):
+            w = b.get("dma_write__payload")
+            b.write_ready_from(self._cycle_of(t + ps(self.p.dma_write_ns)))
             self.ev.at(t + ps(self.p.host_write_visible_ns), self._host_write,
                        w.address, w.data, w.wide)
-        if io.get(dut.compute.valid):
-            rec = io.get(dut.compute.payload)
+        if b.get("compute__valid"):
+            rec = b.get("compute__payload")
             if rec.graph:
                 kernel, record = self.graph_launches[rec.descriptor].popleft()
             else:
                 kernel, record = self.launches.pop(rec.descriptor)
             kernel.key = (rec.channel, rec.seq, rec.node, rec.graph)
             self.compute.launch(kernel, graph=bool(rec.graph))
-        if io.get(dut.copy.valid):
-            rec = io.get(dut.copy.payload)
+        if b.get("copy__valid"):
+            rec = b.get("copy__payload")
             if rec.flags & COPY_FLAG_DESCRIPTOR:
                 job, record = self.graph_launches[rec.src].popleft()
             else:
@@ -205,68 +180,15 @@ class CoSim:
             job.key = (rec.channel, rec.seq, rec.node, rec.graph)
             self.copies.launch(job)
 
-        # how long the RTL may run on its own
-        idle = io.get(dut.idle)
-        self._rtl_idle = idle and not busy_inputs
-        if busy_inputs or self._inputs_waiting():
-            return 1
-        if idle and self.jumps:
-            return self._jump(t)
-        nxt = self._next_external()
-        if nxt is None:
-            if idle:
-                return self._finish(t)
-            return 1 << 20
-        return max(1, (nxt - t) // self.cycle_ps)
-
-    def _inputs_waiting(self):
-        return bool(self._mmio or self._done["compute"] or self._done["copy"])
-
-    def _next_external(self):
-        times = [x for x in (self.ev.next_time(), self._resp[0][0] if self._resp else None)
-                 if x is not None]
-        return min(times) if times else None
-
-    def _finish(self, t):
-        """Nothing is due and the RTL is idle: the run is over, or stuck."""
-        if not self.cpu_done:
-            why = self._cpu_wait[1] if self._cpu_wait else "the CPU thread"
-            self.error = Deadlock(f"deadlock at {t // 1000} ns: {why} can never be satisfied "
-                                  f"(the GPU is idle and nothing else is due)")
-        return 0
-
-    def _jump(self, t):
-        """The RTL is idle: run the outside world's events, without clocking the RTL, until
-        one of them gives the RTL an input; the next cycle is the one of that input."""
-        while True:
-            nxt = self._next_external()
-            if nxt is None:
-                return self._finish(t)
-            if self._resp and self._resp[0][0] == nxt:
-                target = nxt                    # a DMA response dword becomes due
-                break
-            self.ev.run_due(nxt)
-            if self.error:
-                return 0
-            if self._inputs_waiting():
-                target = self.ev.now
-                break
-        cycles = -(-(target - t) // self.cycle_ps)
-        if cycles > 1:
-            self.stats["jumps"] += 1
-            self.stats["jumped_ns"] += (cycles - 1) * self.cycle_ps // 1000
-            self._edge_ps = t + (cycles - 1) * self.cycle_ps     # next call: at the input
-        return 1
-
     def _dma_read(self, rq, t):
         start = max(t + ps(self.p.dma_read_latency_ns), self._resp_free_ps)
         step = max(self.cycle_ps, ps(4 / self.p.dma_read_bytes_per_ns))
         error = not self.mem.mapped(rq.address, 4 * rq.count)
         for i in range(rq.count):
             a = rq.address + 4 * i
-            self._resp.append((start + i * step, {
+            self.backend.push("dma_read_resp", self._cycle_of(start + i * step), {
                 "data": 0 if error else self.mem.read_dword(a), "tag": rq.tag,
-                "last": i == rq.count - 1, "error": error}))
+                "last": i == rq.count - 1, "error": error})
         self._resp_free_ps = start + rq.count * step
         end = rq.address + 4 * rq.count
         cb = self.segment_ends.pop(end, None)
@@ -278,10 +200,17 @@ class CoSim:
     # -- running ---------------------------------------------------------------------------------
 
     def run(self):
-        self._edge_ps = 0
-        self._last_cycles = 0
-        self._started = False
-        self.backend.run(self._on_cycle)
-        self.stats["rtl_cycles"] = self.backend.cycles
+        self.backend.drive(self._harness)
+        self.stats.update(self.backend.stats)
+        self.stats["jumped_ns"] = self.backend.stats["jumped_cycles"] * self.cycle_ps // 1000
         if self.error:
             raise self.error
+
+
+def make_backend(kind, dut, cycle_ps, jumps, vcd):
+    if kind == "pysim" or vcd:
+        return PysimBackend(dut, cycle_ps, jumps, vcd=vcd)
+    if kind == "compiled":
+        from .compiled import CxxrtlBackend
+        return CxxrtlBackend(dut, cycle_ps, jumps)
+    raise ValueError(f"unknown backend {kind!r} (pysim or compiled)")
