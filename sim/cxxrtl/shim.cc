@@ -1,0 +1,220 @@
+// gpufe's loop around a FrontEnd compiled by Yosys CXXRTL (see sim/compiled.py).
+//
+// The same per-cycle procedure as sim/backend.py's PysimBackend, in C++, so that Python is
+// entered per transaction: every cycle, `now` is set, due input transfers are offered (one
+// per input stream, in order), outputs settle; an offered output transfer stops the run
+// before the clock edge; otherwise the edge, and taken inputs leave their queues. While the
+// design is idle and nothing is due, the cycle counter jumps to the next due input.
+#define CXXRTL_INCLUDE_CAPI_IMPL
+#include "design.cc"
+#include <cxxrtl/capi/cxxrtl_capi.h>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+namespace {
+
+const int WORDS = 8;   // widest payload: 256 bits
+
+struct Entry {
+  uint64_t due;
+  uint32_t w[WORDS];
+};
+
+struct Queue {
+  cxxrtl_object *valid, *payload, *ready;
+  std::deque<Entry> q;
+};
+
+struct Sim {
+  cxxrtl_handle h;
+  cxxrtl_object *clk, *now, *idle, *wr_ready, *wr_valid;
+  std::vector<cxxrtl_object *> stops;
+  std::vector<Queue> queues;
+  std::vector<int> offered;
+  uint64_t cycle = 0, write_ready_from = 0, cycle_ps = 1000;
+  int jumps = 1, last_idle = 1;
+  uint64_t clocked = 0, jumped = 0, njumps = 0;
+};
+
+size_t words(const cxxrtl_object *o) { return (o->width + 31) / 32; }
+
+void put(cxxrtl_object *o, const uint32_t *w) {
+  size_t n = words(o);
+  memcpy(o->next, w, 4 * n);
+  size_t top = o->width % 32;
+  if (top)
+    o->next[n - 1] &= (1u << top) - 1;
+}
+
+void put_u64(cxxrtl_object *o, uint64_t v) {
+  uint32_t w[WORDS] = {uint32_t(v), uint32_t(v >> 32)};
+  put(o, w);
+}
+
+bool bit(const cxxrtl_object *o) { return o->curr[0] & 1; }
+
+void edge(Sim *s) {
+  s->clk->next[0] = 1;
+  cxxrtl_step(s->h);
+  s->clk->next[0] = 0;
+  cxxrtl_step(s->h);
+  s->clocked++;
+}
+
+}  // namespace
+
+extern "C" {
+
+void *gpufe_open() {
+  Sim *s = new Sim;
+  s->h = cxxrtl_create(cxxrtl_design_create());
+  return s;
+}
+
+void gpufe_close(void *p) {
+  Sim *s = (Sim *)p;
+  cxxrtl_destroy(s->h);
+  delete s;
+}
+
+void *gpufe_object(void *p, const char *name) { return cxxrtl_get(((Sim *)p)->h, name); }
+
+int gpufe_setup(void *p, const char *clk, const char *now, const char *idle, const char *wr_ready,
+                const char *wr_valid, const char **stops, int nstops, uint64_t cycle_ps,
+                int jumps) {
+  Sim *s = (Sim *)p;
+  s->clk = cxxrtl_get(s->h, clk);
+  s->now = cxxrtl_get(s->h, now);
+  s->idle = cxxrtl_get(s->h, idle);
+  s->wr_ready = cxxrtl_get(s->h, wr_ready);
+  s->wr_valid = cxxrtl_get(s->h, wr_valid);
+  if (!s->clk || !s->now || !s->idle || !s->wr_ready || !s->wr_valid)
+    return -1;
+  for (int i = 0; i < nstops; i++) {
+    cxxrtl_object *o = cxxrtl_get(s->h, stops[i]);
+    if (!o)
+      return -2 - i;
+    s->stops.push_back(o);
+  }
+  s->cycle_ps = cycle_ps;
+  s->jumps = jumps;
+  cxxrtl_step(s->h);
+  return 0;
+}
+
+int gpufe_add_queue(void *p, const char *valid, const char *payload, const char *ready) {
+  Sim *s = (Sim *)p;
+  Queue q;
+  q.valid = cxxrtl_get(s->h, valid);
+  q.payload = cxxrtl_get(s->h, payload);
+  q.ready = cxxrtl_get(s->h, ready);
+  if (!q.valid || !q.payload || !q.ready || words(q.payload) > WORDS)
+    return -1;
+  s->queues.push_back(q);
+  return int(s->queues.size()) - 1;
+}
+
+void gpufe_push(void *p, int queue, uint64_t due, const uint32_t *w) {
+  Entry e;
+  e.due = due;
+  memcpy(e.w, w, sizeof e.w);
+  ((Sim *)p)->queues[queue].q.push_back(e);
+}
+
+int gpufe_queued(void *p) {
+  int n = 0;
+  for (auto &q : ((Sim *)p)->queues)
+    n += int(q.q.size());
+  return n;
+}
+
+void gpufe_write_ready_from(void *p, uint64_t cycle) { ((Sim *)p)->write_ready_from = cycle; }
+
+void gpufe_set(void *p, void *obj, const uint32_t *w) { put((cxxrtl_object *)obj, w); }
+
+void gpufe_get(void *p, void *obj, uint32_t *w) {
+  cxxrtl_object *o = (cxxrtl_object *)obj;
+  memcpy(w, o->curr, 4 * words(o));
+}
+
+uint64_t gpufe_cycle(void *p) { return ((Sim *)p)->cycle; }
+int gpufe_last_idle(void *p) { return ((Sim *)p)->last_idle; }
+
+void gpufe_stats(void *p, uint64_t *out) {
+  Sim *s = (Sim *)p;
+  out[0] = s->clocked;
+  out[1] = s->jumped;
+  out[2] = s->njumps;
+}
+
+// Returns 1 transfer offered, 2 `until` reached, 3 idle with nothing queued, 4 busy too long.
+int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
+  Sim *s = (Sim *)p;
+  uint64_t busy = 0;
+  const uint32_t zero[WORDS] = {0};
+  for (;;) {
+    uint64_t c = s->cycle;
+    if (consume) {
+      consume = 0;
+    } else {
+      if (c >= until)
+        return 2;
+      s->offered.clear();
+      for (size_t i = 0; i < s->queues.size(); i++) {
+        Queue &q = s->queues[i];
+        if (!q.q.empty() && q.q.front().due <= c) {
+          q.valid->next[0] = 1;
+          put(q.payload, q.q.front().w);
+          s->offered.push_back(int(i));
+        } else {
+          q.valid->next[0] = 0;
+        }
+      }
+      bool write_ready = c >= s->write_ready_from;
+      s->wr_ready->next[0] = write_ready;
+      put_u64(s->now, c * s->cycle_ps / 1000);
+      cxxrtl_step(s->h);
+      bool stop = write_ready && bit(s->wr_valid);
+      for (auto *o : s->stops)
+        stop = stop || bit(o);
+      if (stop)
+        return 1;
+    }
+    bool idle = bit(s->idle);
+    s->last_idle = idle;
+    bool taken[16] = {false};
+    for (int i : s->offered)
+      taken[i] = bit(s->queues[i].ready);
+    if (idle && s->offered.empty()) {
+      uint64_t target = until;
+      bool any = until != UINT64_MAX;
+      for (auto &q : s->queues)
+        if (!q.q.empty()) {
+          any = true;
+          if (q.q.front().due < target)
+            target = q.q.front().due;
+        }
+      if (!any)
+        return 3;
+      if (s->jumps && target > c + 1) {
+        s->njumps++;
+        s->jumped += target - c - 1;
+        s->cycle = target - 1;
+      }
+    }
+    edge(s);
+    s->cycle++;
+    for (int i : s->offered)
+      if (taken[i])
+        s->queues[i].q.pop_front();
+    bool had = !s->offered.empty();
+    s->offered.clear();
+    busy = (had || idle) ? 0 : busy + 1;
+    if (busy > busy_cap)
+      return 4;
+  }
+}
+
+}  // extern "C"
