@@ -33,8 +33,17 @@ OUTPUT_STREAMS = ("dma_read_req", "dma_write", "compute", "copy")
 BUSY_CAP = 50_000_000        # cycles the RTL may stay busy with nothing external happening
 
 
+class Record:
+    """A port payload as plain ints, by field name (what the harness reads)."""
+
+    def __init__(self, fields):
+        self.__dict__.update(fields)
+
+
 class BackendBase:
-    """Port naming and value packing shared by the backends."""
+    """Port naming and payload packing shared by the backends. Payloads of the FrontEnd's
+    ports are flat struct layouts; they are packed and unpacked with precomputed field
+    offsets (Amaranth's own constants are too slow per transaction)."""
 
     def __init__(self, dut, cycle_ps, jumps=True):
         self.dut = dut
@@ -43,26 +52,31 @@ class BackendBase:
         self.cycle = 0
         self.stats = {"rtl_cycles": 0, "jumped_cycles": 0, "jumps": 0}
         self._shapes = {}
+        self._fields = {}
         for path, _, port in dut.signature.flatten(dut):
             name = "__".join(str(p) for p in path)
             self._shapes[name] = port
+            shape = port.shape() if hasattr(port, "shape") else None
+            if isinstance(shape, data.StructLayout):
+                self._fields[name] = [(f, field.offset, (1 << field.width) - 1)
+                                      for f, field in shape]
 
     def pack(self, name, value):
-        port = self._shapes[name]
         if isinstance(value, int):
             return value
-        shape = port.shape() if hasattr(port, "shape") else None
-        if isinstance(shape, data.Layout):
-            return shape.const(value).as_value().value
-        if isinstance(value, enum.Enum):
-            return value.value
-        return int(value)
+        fields = self._fields.get(name)
+        if fields is not None:
+            bits = 0
+            for f, offset, mask in fields:
+                v = value.get(f, 0)
+                bits |= (int(v.value if isinstance(v, enum.Enum) else v) & mask) << offset
+            return bits
+        return int(value.value if isinstance(value, enum.Enum) else value)
 
     def unpack(self, name, bits):
-        port = self._shapes[name]
-        shape = port.shape() if hasattr(port, "shape") else None
-        if isinstance(shape, data.Layout):
-            return shape.from_bits(bits)
+        fields = self._fields.get(name)
+        if fields is not None:
+            return Record({f: (bits >> offset) & mask for f, offset, mask in fields})
         return bits
 
 

@@ -55,10 +55,10 @@ void put_u64(cxxrtl_object *o, uint64_t v) {
 
 bool bit(const cxxrtl_object *o) { return o->curr[0] & 1; }
 
+// The rising edge. The clock goes low again with the next cycle's inputs, in the same
+// step that settles them, so a cycle costs two steps.
 void edge(Sim *s) {
   s->clk->next[0] = 1;
-  cxxrtl_step(s->h);
-  s->clk->next[0] = 0;
   cxxrtl_step(s->h);
   s->clocked++;
 }
@@ -175,6 +175,7 @@ int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
       bool write_ready = c >= s->write_ready_from;
       s->wr_ready->next[0] = write_ready;
       put_u64(s->now, c * s->cycle_ps / 1000);
+      s->clk->next[0] = 0;
       cxxrtl_step(s->h);
       bool stop = write_ready && bit(s->wr_valid);
       for (auto *o : s->stops)
