@@ -5,13 +5,31 @@ them. A :class:`PushBuffer` collects dwords; ``gp_entry`` makes the GPFIFO entry
 at a segment of it.
 """
 
+import enum
+
 from rtl.layouts import (MethodHeader, SecOp, Method, Subchannel, SemOp, SemExecute, Reduction,
                          GPEntry, GPControl, LaunchDescriptor, LAUNCH_DESCRIPTOR_ALIGN,
                          LAUNCH_DESCRIPTOR_DWORDS, GraphNode, GraphNodeKind, GRAPH_NODE_DWORDS)
 
 
+_FIELD_TABLES = {}
+
+
 def _pack(layout, **fields):
-    return layout.const(fields).as_value().value
+    """Pack a flat struct from field values (ints or enum members) with the layout's own
+    offsets; a cached table of them, since Amaranth constants are slow per launch."""
+    table = _FIELD_TABLES.get(layout)
+    if table is None:
+        table = _FIELD_TABLES[layout] = {
+            name: (f.offset, (1 << f.width) - 1) for name, f in layout.as_shape()}
+    bits = 0
+    for name, value in fields.items():
+        offset, mask = table[name]
+        v = value.value if isinstance(value, enum.Enum) else int(value)
+        if v & ~mask:
+            raise ValueError(f"{layout.__name__}.{name} = {v} does not fit its field")
+        bits |= v << offset
+    return bits
 
 
 def method_header(sec_op, method, count, subchannel=Subchannel.HOST):
