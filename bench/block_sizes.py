@@ -14,10 +14,11 @@ from rtl.fetcher import DmaFetcher
 from rtl.fifo_sram import PartitionedFifo
 from rtl.command_processor import CommandProcessor
 from rtl.syncpoint import SyncpointUnit
+from rtl.graph_walker import GraphWalker
 from rtl.frontend import FrontEnd
 
 BLOCKS = (DoorbellRegisterFile, DmaFetcher, PartitionedFifo, CommandProcessor, SyncpointUnit,
-          FrontEnd)
+          GraphWalker, FrontEnd)
 
 
 def block_size(component):
