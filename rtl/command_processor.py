@@ -22,7 +22,7 @@ reported by the fetcher, puts that channel in ERROR with a readable cause and ra
 interrupt; the CP goes on with the other channels. MMIO STATE write 1 clears it.
 """
 
-from amaranth import Module, Signal, Array, Mux, Cat, Const
+from amaranth import Module, Signal, Array, Mux, Cat
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out

@@ -9,11 +9,11 @@ A write to a channel that does not exist, a GP_PUT outside the channel's ring, o
 out of range sets a bit in STATUS (with the offending address) and changes nothing else.
 """
 
-from amaranth import Module, Signal, Const, Array, Mux
+from amaranth import Module, Signal, Const, Array
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
-from .layouts import (MmioWrite, ChannelReg, GlobalReg, CHANNEL_REGS, GLOBAL_PAGE, ADDR_BITS,
+from .layouts import (MmioWrite, ChannelReg, GlobalReg, GLOBAL_PAGE, ADDR_BITS,
                       STATUS_BAD_CHANNEL, STATUS_BAD_PUT, STATUS_BAD_VALUE)
 
 

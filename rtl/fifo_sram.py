@@ -16,7 +16,7 @@ until they drain and then shrink, channels below it grow when they drain, and a 
 its slots back when another channel needs them. A search scans one slot per cycle.
 """
 
-from amaranth import Module, Signal, Const, Array, Mux, Cat
+from amaranth import Module, Signal, Array, Mux, Cat
 from amaranth.lib import wiring, stream, data, enum
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out

@@ -21,7 +21,7 @@ import sys
 from amaranth.back import rtlil
 from amaranth.hdl import Value
 
-from .backend import BackendBase, INPUT_STREAMS, OUTPUT_STREAMS, BUSY_CAP
+from .backend import BackendBase, INPUT_STREAMS, BUSY_CAP
 
 SHIM = pathlib.Path(__file__).parent / "cxxrtl" / "shim.cc"
 WORDS = 8

@@ -12,7 +12,7 @@ Copy: one engine per direction (H2D, D2H, D2D), each a FIFO; a copy takes
 """
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .events import ps
 

@@ -67,6 +67,8 @@ class FrontEndBench:
         self.sim.add_clock(1e-9)
         self._requests = deque()
         self.hold_compute = False       # True: the compute engine refuses new launches
+        self._idle_streak = 0           # run_until_idle: quiet cycles in a row
+        self._stop_when_idle = False
         self.sim.add_testbench(self._testbench)
         self._vcd = None
         if vcd is not None:
@@ -152,9 +154,6 @@ class FrontEndBench:
         if self._idle_streak < settle:
             raise TimeoutError(f"front end not idle after {max_cycles} cycles")
         return self.cycle
-
-    _idle_streak = 0
-    _stop_when_idle = False
 
     def models_busy(self):
         return bool(self._mmio or self._actions or self._reads or self._engine)

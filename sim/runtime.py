@@ -27,7 +27,6 @@ from rtl.layouts import ChannelReg, SemOp, Method
 from .encode import (PushBuffer, launch_descriptor, syncpoint_address, gp_entry,
                      encode_graph_node)
 from .engines import Kernel, Copy
-from .events import ps
 
 RUNTIME_NAMES = {
     "launch_kernel": "cudaLaunchKernel_v7000",

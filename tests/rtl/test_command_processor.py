@@ -3,7 +3,6 @@ from collections import deque
 from rtl.command_processor import CommandProcessor
 from rtl.config import SMALL
 from rtl.layouts import (Method, SemOp, ChannelState, ErrorCause, Subchannel)
-from rtl.syncpoint import ReleaseKind
 from sim.encode import PushBuffer, sem_execute, syncpoint_address
 from tests.helpers import simulate
 

@@ -1,6 +1,5 @@
 """FrontEnd as a whole, fed real encoded push buffers from a host-memory model."""
 
-import gzip
 
 import pytest
 
