@@ -16,7 +16,7 @@ until they drain and then shrink, channels below it grow when they drain, and a 
 its slots back when another channel needs them. A search scans one slot per cycle.
 """
 
-from amaranth import Module, Signal, Array, Mux, Cat
+from amaranth import Module, Signal, Array, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data, enum
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -79,8 +79,8 @@ class PartitionedFifo(wiring.Component):
         has = Signal(n)
         m.d.comb += has.eq(Cat(slots[i] != 0 for i in range(n)))
         n_active = Signal(cfg.chan_bits + 1)
-        used_count = Signal(cfg.nslot_bits)
-        m.d.comb += [n_active.eq(popcount(has)), used_count.eq(popcount(used)),
+        used_count = Signal(cfg.nslot_bits)     # set bits of `used`, kept as a counter
+        m.d.comb += [n_active.eq(popcount(has)),
                      self.active_count.eq(n_active)]
 
         w, r = self.write, self.reserve
@@ -198,8 +198,10 @@ class PartitionedFifo(wiring.Component):
         m.d.comb += self.quiescent.eq((state == AllocState.IDLE)
                                       & ~need_alloc.any() & ~resize.any())
 
-        def in_run(i, start, length):
-            return (start <= i) & (i < start + length)
+        def run_mask(start, length):
+            # slots start .. start+length-1 as a bit mask: one shifter, not a comparator pair
+            # per slot
+            return ((Const(1, 2 * ns + 1) << length) - 1) << start
 
         def begin_scan(c, length, own_b, own_l):
             m.d.sync += [chan.eq(c), want_len.eq(length), own_base.eq(own_b), own_len.eq(own_l),
@@ -210,8 +212,8 @@ class PartitionedFifo(wiring.Component):
             with m.Case(AllocState.IDLE):
                 with m.If((need_alloc.any() | grow.any()) & idle_hold.any()):
                     # give back the slots of a channel that no longer wants them
-                    m.d.sync += [used.eq(used & ~Cat(in_run(i, idle_base, idle_slots)
-                                                     for i in range(ns))),
+                    m.d.sync += [used.eq(used & ~run_mask(idle_base, idle_slots)[:ns]),
+                                 used_count.eq(used_count - idle_slots),
                                  slots[c_idle].eq(0), nogrow.eq(0)]
                 with m.Elif(need_alloc.any()):
                     allowed = (ns - n + n_active + 1) - used_count
@@ -224,7 +226,7 @@ class PartitionedFifo(wiring.Component):
 
             with m.Case(AllocState.SCAN):
                 i = slot[:cfg.slot_bits]
-                free_here = ~used.bit_select(i, 1) | in_run(i, own_base, own_len)
+                free_here = ~used.bit_select(i, 1) | ((own_base <= i) & (i < own_base + own_len))
                 nlen = Mux(free_here, run_len + 1, 0)
                 nstart = Mux(free_here & (run_len == 0), i, run_start)
                 better = nlen > best_len
@@ -236,10 +238,11 @@ class PartitionedFifo(wiring.Component):
 
             with m.Case(AllocState.COMMIT):
                 grant = Mux(best_len < want_len, best_len, want_len)
-                new_used = Cat((used[i] & ~in_run(i, own_base, own_len))
-                               | in_run(i, best_start, grant) for i in range(ns))
+                new_used = ((used & ~run_mask(own_base, own_len)[:ns])
+                            | run_mask(best_start, grant)[:ns])
                 m.d.sync += [
-                    used.eq(new_used),
+                    # own run is in `used`, the granted run outside the rest of it
+                    used.eq(new_used), used_count.eq(used_count - own_len + grant),
                     base[chan].eq(best_start), slots[chan].eq(grant),
                     rd[chan].eq(0), wr[chan].eq(0),
                     lock.eq(0), state.eq(AllocState.IDLE),

@@ -12,6 +12,10 @@ whose slot is busy must wait before posting another release (``release_busy``). 
 release holds its whole channel until its writes are done (``release_stall``): the timestamp
 must be taken after the work before it and before the work after it.
 
+*Counters* live in a small SRAM (one write port, three asynchronous read ports: the acquire
+check, the release being fired and the wake scanner), so their number costs memory bits, not
+multiplexers.
+
 *Acquire*: the CP presents an acquire and sees ``acquire_met`` in the same cycle; if not met,
 the channel is parked. After any counter change a scanner re-checks every parked channel, one
 per cycle, and wakes those whose condition holds.
@@ -19,6 +23,7 @@ per cycle, and wakes those whose condition holds.
 
 from amaranth import Module, Signal, Array, Mux, Cat
 from amaranth.lib import wiring, stream, data, enum
+from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 
 from .layouts import SemOp, DmaWrite, completion_layout, ADDR_BITS
@@ -70,7 +75,6 @@ class SyncpointUnit(wiring.Component):
             "halt": In(n),
             "now": In(64),
             "dma_write": Out(stream.Signature(DmaWrite)),
-            "counters": Out(data.ArrayLayout(32, s)),
             "parked": Out(n),
             "release_busy": Out(n),
             "release_stall": Out(n),
@@ -78,13 +82,17 @@ class SyncpointUnit(wiring.Component):
             "all_complete": Out(1),
             "quiescent": Out(1),
         })
+        #: the counters; ``counter_data[i]`` can be read in simulation
+        self.counter_data = MemoryData(shape=32, depth=s, init=[])
 
     def elaborate(self, platform):
         cfg = self.cfg
         m = Module()
         n, s, ib, sb = cfg.channels, cfg.syncpoints, cfg.inflight_bits, cfg.seq_bits
 
-        counter = Array(Signal(32, name=f"sp{i}") for i in range(s))
+        m.submodules.counters = mem = Memory(data=self.counter_data)
+        rd_acquire, rd_fire, rd_scan = (mem.read_port(domain="comb") for _ in range(3))
+        wr_counter = mem.write_port()
         inflight = Array(Signal(ib, name=f"inflight{i}") for i in range(n))
         rel = Array(Signal(release_layout(cfg), name=f"rel{i}") for i in range(n))
         rel_valid = Signal(n)
@@ -94,8 +102,6 @@ class SyncpointUnit(wiring.Component):
         countdown = Signal(range(n + 1))     # scanner cycles left after a change
         scan = Signal(range(n))
 
-        for i in range(s):
-            m.d.comb += self.counters[i].eq(counter[i])
         m.d.comb += self.release_stall.eq(Cat(rel_valid[i] & rel[i].timestamp & ~rel[i].to_counter
                                               for i in range(n)))
         m.d.comb += [self.parked.eq(parked), self.release_busy.eq(rel_valid),
@@ -133,7 +139,7 @@ class SyncpointUnit(wiring.Component):
         # -- acquire: check now, park if not met --
         acq = self.acquire.payload
         acq_counter = Signal(32)
-        m.d.comb += [acq_counter.eq(counter[acq.index]),
+        m.d.comb += [rd_acquire.addr.eq(acq.index), acq_counter.eq(rd_acquire.data),
                      self.acquire_met.eq(acquire_condition(acq.op, acq_counter, acq.value))]
         with m.If(self.acquire.valid & ~self.acquire_met):
             m.d.sync += [park[acq.channel].eq(acq), parked.bit_select(acq.channel, 1).eq(1)]
@@ -151,7 +157,9 @@ class SyncpointUnit(wiring.Component):
         p = Signal(release_layout(cfg))         # the release picked to fire
         p_counter = Signal(32)
         p_new = Signal(32)
-        m.d.comb += [r.eq(rel[cur]), p.eq(rel[pick]), p_counter.eq(counter[p.index])]
+        m.d.comb += [r.eq(rel[cur]), p.eq(rel[pick]),
+                     rd_fire.addr.eq(p.index), p_counter.eq(rd_fire.data),
+                     wr_counter.addr.eq(p.index), wr_counter.data.eq(p_new)]
         with m.Switch(p.kind):
             with m.Case(ReleaseKind.SET):
                 m.d.comb += p_new.eq(p.payload[:32])
@@ -165,8 +173,7 @@ class SyncpointUnit(wiring.Component):
             with m.Case(FireState.IDLE):
                 with m.If(fireable.any()):
                     with m.If(p.to_counter):
-                        m.d.sync += counter[p.index].eq(p_new)
-                        m.d.comb += counter_changed.eq(1)
+                        m.d.comb += [wr_counter.en.eq(1), counter_changed.eq(1)]
                         m.d.sync += rel_valid.bit_select(pick, 1).eq(0)
                     with m.Else():
                         m.d.sync += [cur.eq(pick), fstate.eq(FireState.PAYLOAD), wr.valid.eq(1),
@@ -194,7 +201,7 @@ class SyncpointUnit(wiring.Component):
         with m.If(countdown != 0):
             w = Signal(acquire_layout(cfg))
             w_counter = Signal(32)
-            m.d.comb += [w.eq(park[scan]), w_counter.eq(counter[w.index])]
+            m.d.comb += [w.eq(park[scan]), rd_scan.addr.eq(w.index), w_counter.eq(rd_scan.data)]
             m.d.sync += scan.eq(Mux(scan == n - 1, 0, scan + 1))
             with m.If(parked.bit_select(scan, 1)
                       & acquire_condition(w.op, w_counter, w.value)):

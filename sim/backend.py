@@ -6,6 +6,11 @@ and asks the backend to run until something needs the host:
 - ``push(port, cycle, payload)``: an input transfer on stream ``port`` (``"mmio"``,
   ``"dma_read_resp"``, ``"compute_done"``, ``"copy_done"``); due entries are offered one a
   cycle, in order, and leave their queue when the RTL takes them;
+- ``push_packed(port, cycles, values)``: several at once, payloads already packed into ints
+  (with ``offsets(port)``, the bit offset of each payload field);
+- ``offers()``: at a ``"transfer"`` stop, the output streams offering a transfer;
+- ``quiet``: the RTL was idle and took no input at the last cycle it ran, so its state cannot
+  change until an input is due (what lets the harness run engine events ahead of it);
 - ``write_ready_from(cycle)``: the DMA write port is busy before ``cycle``;
 - ``run(until)``: runs cycles (from the current one) until an output transfer is offered
   (a DMA read or write, a compute or copy dispatch: returns ``"transfer"`` before that
@@ -73,6 +78,10 @@ class BackendBase:
             return bits
         return int(value.value if isinstance(value, enum.Enum) else value)
 
+    def offsets(self, port):
+        """Bit offset of each field of input stream ``port``'s payload."""
+        return {f: offset for f, offset, _ in self._fields[f"{port}__payload"]}
+
     def unpack(self, name, bits):
         fields = self._fields.get(name)
         if fields is not None:
@@ -89,10 +98,17 @@ class PysimBackend(BackendBase):
         self._queues = {n: deque() for n in INPUT_STREAMS}
         self._write_ready = 0
         self._values = {}
-        self.last_idle = True
+        self._offers = ()
+        self.last_idle = self.quiet = True
 
     def push(self, port, cycle, payload):
         self._queues[port].append((cycle, self.pack(f"{port}__payload", payload)))
+
+    def push_packed(self, port, cycles, values):
+        self._queues[port].extend(zip(cycles, values))
+
+    def offers(self):
+        return self._offers
 
     def write_ready_from(self, cycle):
         self._write_ready = cycle
@@ -160,9 +176,12 @@ class PysimBackend(BackendBase):
                         self._values[f"{n}__valid"] = ctx.get(ports[n].valid)
                         self._values[f"{n}__payload"] = ctx.get(Value.cast(ports[n].payload))
                     self._values["dma_write__ready"] = write_ready
+                    self._offers = tuple(n for n in OUTPUT_STREAMS if self._values[f"{n}__valid"]
+                                         and (n != "dma_write" or write_ready))
                     self._offered = offered
                     return "transfer", True
             idle = self.last_idle = ctx.get(dut.idle)
+            self.quiet = idle and not offered
             taken = [n for n in offered if ctx.get(ports[n].ready)]
             if idle and not offered:
                 due = [q[0][0] for q in self._queues.values() if q]

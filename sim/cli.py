@@ -30,14 +30,6 @@ def cmd_run(args):
     if backend == "compiled" and args.vcd:
         print("gpufe: --vcd needs the Python simulator; using --backend pysim", file=sys.stderr)
         backend = "pysim"
-    if backend == "compiled":
-        from .compiled import BackendUnavailable, check_tools
-        try:
-            check_tools()
-        except BackendUnavailable as e:
-            print(f"gpufe: compiled backend unavailable ({e}); using Amaranth's simulator",
-                  file=sys.stderr)
-            backend = "pysim"
     result = simulate(workload, params, args.max_connections, vcd=args.vcd or None,
                       jumps=not args.no_jumps, progress=sys.stderr.isatty() or args.progress,
                       backend=backend)
@@ -73,9 +65,10 @@ def main(argv=None):
     run.add_argument("--timeline", help="write the timeline as JSONL (reference trace schema)")
     run.add_argument("--perfetto", help="write a Chrome/Perfetto trace JSON")
     run.add_argument("--vcd", help="write a VCD of the RTL (large for long runs)")
-    run.add_argument("--backend", choices=("pysim", "compiled"), default="pysim",
-                     help="RTL simulator: Amaranth's (pysim, default) or the design compiled "
-                          "by Yosys CXXRTL (built once per parameter set, then cached)")
+    run.add_argument("--backend", choices=("pysim", "compiled"), default="compiled",
+                     help="RTL simulator: the design compiled by Yosys CXXRTL (compiled, "
+                          "default: built once per parameter set, then cached; falls back to "
+                          "pysim without a compiler) or Amaranth's own (pysim)")
     run.add_argument("--no-jumps", action="store_true",
                      help="step the RTL every cycle instead of jumping over idle time")
     run.add_argument("--progress", action="store_true", help="progress bar even when not a tty")

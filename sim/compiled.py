@@ -23,9 +23,14 @@ from amaranth.hdl import Value
 
 from .backend import BackendBase, INPUT_STREAMS, BUSY_CAP
 
+# outputs that stop the C loop, in the order of gpufe_offers' bits; dma_write is the next bit
+STOP_STREAMS = ("dma_read_req", "compute", "copy")
+_OFFERS = {m: tuple(n for i, n in enumerate(STOP_STREAMS + ("dma_write",)) if m >> i & 1)
+           for m in range(16)}
+
 SHIM = pathlib.Path(__file__).parent / "cxxrtl" / "shim.cc"
 WORDS = 8
-CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w"]
+CXXFLAGS = ["-std=c++17", "-O3", "-fPIC", "-w"]
 
 
 class BackendUnavailable(RuntimeError):
@@ -78,38 +83,53 @@ def check_tools():
 
 
 def design_key(dut, cxx):
-    """Hash of everything the library depends on: the RTL sources, the parameters, Amaranth,
-    the shim and the compiler command (cheaper than converting the design to compare)."""
+    """Hash of everything the compiled design depends on: the RTL sources, the parameters,
+    Amaranth and the compiler command (cheaper than converting the design to compare)."""
     import amaranth
     rtl_dir = pathlib.Path(__file__).parents[1] / "rtl"
-    parts = [json.dumps(dut.cfg.as_dict(), sort_keys=True), amaranth.__version__,
-             SHIM.read_text(), cxx, *CXXFLAGS]
+    parts = [json.dumps(dut.cfg.as_dict(), sort_keys=True), amaranth.__version__, cxx,
+             *CXXFLAGS]
     parts += [f.read_text() for f in sorted(rtl_dir.glob("*.py"))]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
+def _compile(cxx, args, what):
+    r = subprocess.run([cxx, *CXXFLAGS, *args], capture_output=True, text=True)
+    if r.returncode:
+        raise BackendUnavailable(f"compiling {what} failed: {r.stderr[-2000:]}")
+
+
 def build(dut, log=None):
-    """Path of the shared library for ``dut``, building it if it is not cached."""
+    """Path of the shared library for ``dut``, building what is not cached: the design object
+    (Yosys + the long g++ run, once per parameter set) and the shim linked with it."""
     cxx = _compiler()
     out = _cache_dir() / design_key(dut, cxx)
-    lib = out / "libfrontend.so"
+    shim_key = hashlib.sha256(SHIM.read_bytes()).hexdigest()[:12]
+    lib = out / f"libfrontend-{shim_key}.so"
     if lib.exists():
         return lib
     yosys, runtime = _yosys()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "design.il").write_text(rtlil.convert(dut, name="top"))
-    if log:
-        log(f"building the compiled FrontEnd in {out} (once for these parameters)...")
-    r = subprocess.run(yosys + ["-q", "-p", "read_rtlil design.il; write_cxxrtl design.cc"],
-                       cwd=out, capture_output=True, text=True)
-    if r.returncode:
-        raise BackendUnavailable(f"yosys write_cxxrtl failed: {r.stderr[-2000:]}")
     includes = [f"-I{out}"] + ([f"-I{runtime}"] if runtime else [])
-    tmp = out / "libfrontend.so.tmp"
-    r = subprocess.run([cxx, *CXXFLAGS, *includes, str(SHIM), "-o", str(tmp)],
-                       capture_output=True, text=True)
-    if r.returncode:
-        raise BackendUnavailable(f"compiling the CXXRTL model failed: {r.stderr[-2000:]}")
+    obj = out / "design.o"
+    out.mkdir(parents=True, exist_ok=True)
+    if not obj.exists():
+        (out / "design.il").write_text(rtlil.convert(dut, name="top"))
+        if log:
+            log(f"building the compiled FrontEnd in {out} (once for these parameters)...")
+        r = subprocess.run(yosys + ["-q", "-p", "read_rtlil design.il; write_cxxrtl design.cc"],
+                           cwd=out, capture_output=True, text=True)
+        if r.returncode:
+            raise BackendUnavailable(f"yosys write_cxxrtl failed: {r.stderr[-2000:]}")
+        if "delta cycles" in r.stderr:
+            # the C loop settles the design with one evaluation a cycle
+            raise BackendUnavailable("the FrontEnd has combinational feedback, which the "
+                                     f"compiled loop does not support: {r.stderr.strip()}")
+        tmp = out / "design.o.tmp"
+        _compile(cxx, ["-c", "-DCXXRTL_INCLUDE_CAPI_IMPL", *includes, str(out / "design.cc"),
+                       "-o", str(tmp)], "the CXXRTL model")
+        tmp.rename(obj)
+    tmp = out / f"{lib.name}.tmp"
+    _compile(cxx, ["-shared", *includes, str(SHIM), str(obj), "-o", str(tmp)], "the shim")
     tmp.rename(lib)
     return lib
 
@@ -134,6 +154,9 @@ class CxxrtlBackend(BackendBase):
                 ("gpufe_add_queue", i32, [vp, ctypes.c_char_p, ctypes.c_char_p,
                                           ctypes.c_char_p]),
                 ("gpufe_push", None, [vp, i32, u64, words]), ("gpufe_queued", i32, [vp]),
+                ("gpufe_push_u64", None, [vp, i32, i32, ctypes.POINTER(u64),
+                                          ctypes.POINTER(u64)]),
+                ("gpufe_quiet", i32, [vp]), ("gpufe_offers", i32, [vp]),
                 ("gpufe_write_ready_from", None, [vp, u64]),
                 ("gpufe_set", None, [vp, vp, words]), ("gpufe_get", None, [vp, vp, words]),
                 ("gpufe_cycle", u64, [vp]), ("gpufe_last_idle", i32, [vp]),
@@ -142,7 +165,7 @@ class CxxrtlBackend(BackendBase):
             f = getattr(lib, name)
             f.restype, f.argtypes = res, args
         self.h = lib.gpufe_open()
-        stops = [b"dma_read_req__valid", b"compute__valid", b"copy__valid"]
+        stops = [f"{n}__valid".encode() for n in STOP_STREAMS]
         arr = (ctypes.c_char_p * len(stops))(*stops)
         rc = lib.gpufe_setup(self.h, b"clk", b"now", b"idle", b"dma_write__ready",
                              b"dma_write__valid", arr, len(stops), cycle_ps, int(jumps))
@@ -157,6 +180,8 @@ class CxxrtlBackend(BackendBase):
             self._queue[n] = q
         self._objects = {}
         self._buf = (ctypes.c_uint32 * WORDS)()
+        self._widths = {n: len(Value.cast(shape)) for n, shape in self._shapes.items()}
+        self._narrow = {n: self._widths[f"{n}__payload"] <= 64 for n in INPUT_STREAMS}
 
     def _object(self, name):
         o = self._objects.get(name)
@@ -184,9 +209,25 @@ class CxxrtlBackend(BackendBase):
     def last_idle(self):
         return bool(self.lib.gpufe_last_idle(self.h))
 
+    @property
+    def quiet(self):
+        return bool(self.lib.gpufe_quiet(self.h))
+
+    def offers(self):
+        return _OFFERS[self.lib.gpufe_offers(self.h)]
+
     def push(self, port, cycle, payload):
         self.lib.gpufe_push(self.h, self._queue[port], cycle,
                             self._words(self.pack(f"{port}__payload", payload)))
+
+    def push_packed(self, port, cycles, values):
+        n = len(cycles)
+        if self._narrow[port]:
+            self.lib.gpufe_push_u64(self.h, self._queue[port], n, (ctypes.c_uint64 * n)(*cycles),
+                                    (ctypes.c_uint64 * n)(*values))
+        else:
+            for c, v in zip(cycles, values):
+                self.lib.gpufe_push(self.h, self._queue[port], c, self._words(v))
 
     def write_ready_from(self, cycle):
         self.lib.gpufe_write_ready_from(self.h, cycle)
@@ -196,9 +237,8 @@ class CxxrtlBackend(BackendBase):
 
     def get(self, name):
         self.lib.gpufe_get(self.h, self._object(name), self._buf)
-        bits = sum(self._buf[i] << (32 * i) for i in range(WORDS))
-        width = len(Value.cast(self._shapes[name])) if name in self._shapes else 1
-        return self.unpack(name, bits & ((1 << width) - 1))
+        bits = int.from_bytes(self._buf, "little")
+        return self.unpack(name, bits & ((1 << self._widths.get(name, 1)) - 1))
 
     def drive(self, harness):
         for n in ("dma_read_req", "compute", "copy"):
@@ -210,15 +250,19 @@ class CxxrtlBackend(BackendBase):
             while until is not False:
                 r = self.lib.gpufe_run(self.h, 2**64 - 1 if until is None else until, consume,
                                        BUSY_CAP)
+                if r == 5:
+                    raise RuntimeError("the compiled FrontEnd has combinational feedback (it "
+                                       "needs delta cycles); use --backend pysim")
                 if r == 4:
                     raise RuntimeError(f"the RTL stayed busy for {BUSY_CAP} cycles with "
                                        f"nothing external happening (cycle {self.cycle})")
                 consume = int(r == 1)
                 until = harness(self, reasons[r])
         finally:
-            out = (ctypes.c_uint64 * 3)()
+            out = (ctypes.c_uint64 * 5)()
             self.lib.gpufe_stats(self.h, out)
-            self.stats.update(rtl_cycles=out[0], jumped_cycles=out[1], jumps=out[2])
+            self.stats.update(rtl_cycles=out[0], jumped_cycles=out[1], jumps=out[2],
+                              stable_cycles_skipped=out[3], stable_skips=out[4])
 
     def __del__(self):
         h = getattr(self, "h", None)

@@ -16,6 +16,7 @@ The CPU thread is a generator that yields what it waits for:
   ``why``.
 """
 
+import sys
 from collections import deque, defaultdict
 
 from rtl.frontend import FrontEnd
@@ -38,6 +39,7 @@ class CoSim:
         self.dut = FrontEnd(self.cfg)
         self.cycle_ps = ps(params.cycle_ns)
         self.backend = make_backend(backend, self.dut, self.cycle_ps, jumps, vcd)
+        self._resp_offsets = self.backend.offsets("dma_read_resp")
         self.ev = EventQueue()
         self.mem = HostMemory()
         self.compute = ComputeEngine(params, self.ev, self._kernel_done)
@@ -150,20 +152,33 @@ class CoSim:
             return False
         else:
             self.ev.run_due(t)
+            if backend.jumps:
+                self._run_ahead(backend)
         if self.error:
             return False
         nxt = self.ev.next_time()
         return None if nxt is None else max(self._cycle_of(nxt), backend.cycle)
 
+    def _run_ahead(self, backend):
+        """While the RTL is quiet and has no input queued, its state cannot change: run the
+        events (engines, CPU) ahead of it, until one gives it an input, instead of stopping
+        it at every event (block placements come every few hundred picoseconds)."""
+        while backend.quiet and backend.queued() == 0 and not self.error:
+            nxt = self.ev.next_time()
+            if nxt is None:
+                return
+            self.ev.run_due(nxt)
+
     def _transfers(self, b, t):
-        if b.get("dma_read_req__valid"):
+        offers = b.offers()
+        if "dma_read_req" in offers:
             self._dma_read(b.get("dma_read_req__payload"), t)
-        if b.get("dma_write__valid") and b.get("dma_write__ready"):
+        if "dma_write" in offers:
             w = b.get("dma_write__payload")
             b.write_ready_from(self._cycle_of(t + ps(self.p.dma_write_ns)))
             self.ev.at(t + ps(self.p.host_write_visible_ns), self._host_write,
                        w.address, w.data, w.wide)
-        if b.get("compute__valid"):
+        if "compute" in offers:
             rec = b.get("compute__payload")
             if rec.graph:
                 kernel, record = self.graph_launches[rec.descriptor].popleft()
@@ -171,7 +186,7 @@ class CoSim:
                 kernel, record = self.launches.pop(rec.descriptor)
             kernel.key = (rec.channel, rec.seq, rec.node, rec.graph)
             self.compute.launch(kernel, graph=bool(rec.graph))
-        if b.get("copy__valid"):
+        if "copy" in offers:
             rec = b.get("copy__payload")
             if rec.flags & COPY_FLAG_DESCRIPTOR:
                 job, record = self.graph_launches[rec.src].popleft()
@@ -184,11 +199,14 @@ class CoSim:
         start = max(t + ps(self.p.dma_read_latency_ns), self._resp_free_ps)
         step = max(self.cycle_ps, ps(4 / self.p.dma_read_bytes_per_ns))
         error = not self.mem.mapped(rq.address, 4 * rq.count)
-        for i in range(rq.count):
-            a = rq.address + 4 * i
-            self.backend.push("dma_read_resp", self._cycle_of(start + i * step), {
-                "data": 0 if error else self.mem.read_dword(a), "tag": rq.tag,
-                "last": i == rq.count - 1, "error": error})
+        o = self._resp_offsets
+        fixed = rq.tag << o["tag"] | int(error) << o["error"]
+        words = [0] * rq.count if error else self.mem.read_dwords(rq.address, rq.count)
+        values = [fixed | d << o["data"] for d in words]
+        values[-1] |= 1 << o["last"]
+        cyc = self._cycle_of
+        self.backend.push_packed("dma_read_resp", [cyc(start + i * step) for i in range(rq.count)],
+                                 values)
         self._resp_free_ps = start + rq.count * step
         end = rq.address + 4 * rq.count
         cb = self.segment_ends.pop(end, None)
@@ -211,6 +229,11 @@ def make_backend(kind, dut, cycle_ps, jumps, vcd):
     if kind == "pysim" or vcd:
         return PysimBackend(dut, cycle_ps, jumps, vcd=vcd)
     if kind == "compiled":
-        from .compiled import CxxrtlBackend
-        return CxxrtlBackend(dut, cycle_ps, jumps)
+        from .compiled import CxxrtlBackend, BackendUnavailable
+        try:
+            return CxxrtlBackend(dut, cycle_ps, jumps)
+        except BackendUnavailable as e:
+            print(f"gpufe: compiled backend unavailable ({e}); using Amaranth's simulator",
+                  file=sys.stderr)
+            return PysimBackend(dut, cycle_ps, jumps)
     raise ValueError(f"unknown backend {kind!r} (pysim or compiled)")

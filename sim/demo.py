@@ -65,7 +65,7 @@ def run_demo(cfg, vcd=None, out=print):
         out(f"{t:7d} ns  {text}")
     stamp = b.mem.read64(event + 8)
     out(f"idle after {end} cycles; event timestamp {stamp} ns, payload "
-        f"{b.mem.read_dword(event):#x}; syncpoint 0 = {b.peek(b.dut.syncpoint.counters)[0]}")
+        f"{b.mem.read_dword(event):#x}; syncpoint 0 = {b.peek(b.dut.syncpoint.counter_data[0])}")
     if vcd:
         out(f"waveform: {vcd}")
     return b

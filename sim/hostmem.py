@@ -31,6 +31,10 @@ class HostMemory:
     def read_dword(self, address):
         return self.words.get(address, 0)
 
+    def read_dwords(self, address, count):
+        get = self.words.get
+        return [get(address + 4 * i, 0) for i in range(count)]
+
     def read64(self, address):
         return self.read_dword(address) | (self.read_dword(address + 4) << 32)
 

@@ -3,15 +3,20 @@
 // The same per-cycle procedure as sim/backend.py's PysimBackend, in C++, so that Python is
 // entered per transaction: every cycle, `now` is set, due input transfers are offered (one
 // per input stream, in order), outputs settle; an offered output transfer stops the run
-// before the clock edge; otherwise the edge, and taken inputs leave their queues. While the
-// design is idle and nothing is due, the cycle counter jumps to the next due input.
-#define CXXRTL_INCLUDE_CAPI_IMPL
-#include "design.cc"
+// before the clock edge (Python reads the payloads, then the next run makes the edge);
+// otherwise the edge, and taken inputs leave their queues. While the design is idle and
+// nothing is due, the cycle counter jumps to the next due input.
+//
+// Built apart from the design (design.cc, compiled once per parameter set, holds the CXXRTL
+// C API), so that changing this loop does not recompile the design.
 #include <cxxrtl/capi/cxxrtl_capi.h>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <vector>
+
+extern "C" cxxrtl_toplevel cxxrtl_design_create();
 
 namespace {
 
@@ -33,9 +38,14 @@ struct Sim {
   std::vector<cxxrtl_object *> stops;
   std::vector<Queue> queues;
   std::vector<int> offered;
+  int offers = 0;      // output streams offering a transfer at the last stop (bit per stop)
   uint64_t cycle = 0, write_ready_from = 0, cycle_ps = 1000;
-  int jumps = 1, last_idle = 1;
-  uint64_t clocked = 0, jumped = 0, njumps = 0;
+  int jumps = 1, last_idle = 1, quiet = 1;
+  // The last edge changed no state and took no input ("stable"): the design cannot change
+  // until its inputs do. last_offered (bit per queue) and last_wr_ready are the inputs it saw.
+  bool stable = false, last_wr_ready = false;
+  uint32_t last_offered = 0;
+  uint64_t clocked = 0, jumped = 0, njumps = 0, skipped = 0, nskips = 0;
 };
 
 size_t words(const cxxrtl_object *o) { return (o->width + 31) / 32; }
@@ -55,12 +65,47 @@ void put_u64(cxxrtl_object *o, uint64_t v) {
 
 bool bit(const cxxrtl_object *o) { return o->curr[0] & 1; }
 
-// The rising edge. The clock goes low again with the next cycle's inputs, in the same
-// step that settles them, so a cycle costs two steps.
-void edge(Sim *s) {
+// One evaluation a cycle. The design is fully flattened with no combinational feedback, so
+// one eval() with a rising clock both settles the combinational logic on this cycle's inputs
+// and computes every flip-flop's next value; until commit() the outputs read as this cycle's
+// settled values (flip-flops still hold their current state). commit() is the edge; a
+// second commit with the clock low readies the next rising edge.
+// Returns false if the design did not settle in one pass (combinational feedback): this loop
+// cannot run it.
+bool settle_and_sample(Sim *s) {
   s->clk->next[0] = 1;
-  cxxrtl_step(s->h);
+  return cxxrtl_eval(s->h);
+}
+
+// Returns whether any flip-flop or memory word changed.
+bool edge(Sim *s) {
+  bool changed = cxxrtl_commit(s->h);
+  s->clk->next[0] = 0;
+  cxxrtl_commit(s->h);
   s->clocked++;
+  return changed;
+}
+
+// The first cycle from c at which a stable design's inputs change: an input becomes due, the
+// DMA write port turns ready, or `until`. Only `now` changes before then, and the design
+// samples `now` only on a state change (a timestamp write), so those cycles are no-ops.
+// UINT64_MAX when nothing will ever change.
+uint64_t stable_until(Sim *s, uint64_t c, uint64_t until) {
+  uint64_t t = until;
+  for (size_t i = 0; i < s->queues.size(); i++) {
+    Queue &q = s->queues[i];
+    if (q.q.empty() || (s->last_offered >> i & 1))
+      continue;                    // nothing, or the same entry offered again
+    if (q.q.front().due <= c)
+      return c;
+    t = std::min(t, q.q.front().due);
+  }
+  bool wr = c >= s->write_ready_from;
+  if (wr != s->last_wr_ready)
+    return c;
+  if (!wr)
+    t = std::min(t, s->write_ready_from);
+  return t;
 }
 
 }  // namespace
@@ -123,6 +168,14 @@ void gpufe_push(void *p, int queue, uint64_t due, const uint32_t *w) {
   ((Sim *)p)->queues[queue].q.push_back(e);
 }
 
+// n entries of payloads up to 64 bits at once
+void gpufe_push_u64(void *p, int queue, int n, const uint64_t *dues, const uint64_t *values) {
+  for (int i = 0; i < n; i++) {
+    uint32_t w[WORDS] = {uint32_t(values[i]), uint32_t(values[i] >> 32)};
+    gpufe_push(p, queue, dues[i], w);
+  }
+}
+
 int gpufe_queued(void *p) {
   int n = 0;
   for (auto &q : ((Sim *)p)->queues)
@@ -141,15 +194,20 @@ void gpufe_get(void *p, void *obj, uint32_t *w) {
 
 uint64_t gpufe_cycle(void *p) { return ((Sim *)p)->cycle; }
 int gpufe_last_idle(void *p) { return ((Sim *)p)->last_idle; }
+int gpufe_quiet(void *p) { return ((Sim *)p)->quiet; }
+int gpufe_offers(void *p) { return ((Sim *)p)->offers; }
 
 void gpufe_stats(void *p, uint64_t *out) {
   Sim *s = (Sim *)p;
   out[0] = s->clocked;
   out[1] = s->jumped;
   out[2] = s->njumps;
+  out[3] = s->skipped;
+  out[4] = s->nskips;
 }
 
-// Returns 1 transfer offered, 2 `until` reached, 3 idle with nothing queued, 4 busy too long.
+// Returns 1 transfer offered, 2 `until` reached, 3 idle with nothing queued, 4 busy too long,
+// 5 the design needs delta cycles.
 int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
   Sim *s = (Sim *)p;
   uint64_t busy = 0;
@@ -159,6 +217,14 @@ int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
     if (consume) {
       consume = 0;
     } else {
+      if (s->jumps && s->stable) {
+        uint64_t t = stable_until(s, c, until);
+        if (t != UINT64_MAX && t > c) {
+          s->nskips++;
+          s->skipped += t - c;
+          s->cycle = c = t;
+        }
+      }
       if (c >= until)
         return 2;
       s->offered.clear();
@@ -174,17 +240,26 @@ int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
       }
       bool write_ready = c >= s->write_ready_from;
       s->wr_ready->next[0] = write_ready;
+      s->last_wr_ready = write_ready;
+      s->last_offered = 0;
+      for (int i : s->offered)
+        s->last_offered |= 1u << i;
       put_u64(s->now, c * s->cycle_ps / 1000);
-      s->clk->next[0] = 0;
-      cxxrtl_step(s->h);
-      bool stop = write_ready && bit(s->wr_valid);
-      for (auto *o : s->stops)
-        stop = stop || bit(o);
-      if (stop)
+      if (!settle_and_sample(s))
+        return 5;
+      int offers = 0;
+      for (size_t i = 0; i < s->stops.size(); i++)
+        offers |= int(bit(s->stops[i])) << i;
+      if (write_ready && bit(s->wr_valid))
+        offers |= 1 << s->stops.size();
+      if (offers) {
+        s->offers = offers;
         return 1;
+      }
     }
     bool idle = bit(s->idle);
     s->last_idle = idle;
+    s->quiet = idle && s->offered.empty();
     bool taken[16] = {false};
     for (int i : s->offered)
       taken[i] = bit(s->queues[i].ready);
@@ -205,11 +280,15 @@ int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
         s->cycle = target - 1;
       }
     }
-    edge(s);
+    bool changed = edge(s);
     s->cycle++;
+    bool took = false;
     for (int i : s->offered)
-      if (taken[i])
+      if (taken[i]) {
         s->queues[i].q.pop_front();
+        took = true;
+      }
+    s->stable = !changed && !took;
     bool had = !s->offered.empty();
     s->offered.clear();
     busy = (had || idle) ? 0 : busy + 1;

@@ -66,7 +66,7 @@ def test_signal_in_one_channel_releases_wait_in_another():
     (b_start, kid), = dispatched(b, 1)
     assert kid == 2
     assert a_done < b_start < a_done + 40        # release, wake scan, decode, dispatch
-    assert b.peek(b.dut.syncpoint.counters)[3] == 1
+    assert b.peek(b.dut.syncpoint.counter_data[3]) == 1
     assert channel_state(b, 1)[0] == ChannelState.IDLE
 
 

@@ -39,7 +39,7 @@ def test_chain_runs_in_order_and_releases_after_the_last_node():
     # each node is dispatched only after its predecessor completed, a few cycles later
     for (t0, r0), (t1, r1) in zip(graph, graph[1:]):
         assert t1 > t0 + 100
-    assert b.peek(b.dut.syncpoint.counters)[0] == 1      # released when the graph finished
+    assert b.peek(b.dut.syncpoint.counter_data[0]) == 1      # released when the graph finished
     # a second launch of the same table reuses what is loaded: no more DMA of the table
     reads = len(b.log.dma_reads)
     b.submit(0, graph_launch(PushBuffer(), table, 4).sem_release(sp, 2))
@@ -48,7 +48,7 @@ def test_chain_runs_in_order_and_releases_after_the_last_node():
     walker_tag = 1 << SMALL.chan_bits
     assert any(tag == walker_tag for _, _, _, tag in b.log.dma_reads[:reads])
     assert not any(tag == walker_tag for _, _, _, tag in b.log.dma_reads[reads:])
-    assert b.peek(b.dut.syncpoint.counters)[0] == 2
+    assert b.peek(b.dut.syncpoint.counter_data[0]) == 2
 
 
 def test_fork_join_runs_branches_together_and_joins_after_both():

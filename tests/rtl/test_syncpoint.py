@@ -43,10 +43,10 @@ def test_release_waits_for_earlier_work_only():
         assert ctx.get(dut.release_busy) & 1 and not ctx.get(dut.release.ready)
         await complete(ctx, dut, 0, 1)
         await ctx.tick().repeat(3)
-        assert ctx.get(dut.counters[5]) == 0
+        assert ctx.get(dut.counter_data[5]) == 0
         await complete(ctx, dut, 0, 0, port="copy_done")
         await ctx.tick().repeat(2)
-        assert ctx.get(dut.counters[5]) == 42      # seq 2 still runs, and does not hold it
+        assert ctx.get(dut.counter_data[5]) == 42      # seq 2 still runs, and does not hold it
         assert ctx.get(dut.in_flight[0]) == 1 and not ctx.get(dut.all_complete)
         await complete(ctx, dut, 0, 2)
         assert ctx.get(dut.all_complete)
@@ -61,7 +61,7 @@ def test_increment_and_add_reductions():
         for kind, payload in ((ReleaseKind.INC, 0), (ReleaseKind.INC, 0), (ReleaseKind.ADD, 10)):
             await release(ctx, dut, index=2, kind=kind, payload=payload, wfi=0)
             await ctx.tick()
-        assert ctx.get(dut.counters[2]) == 12
+        assert ctx.get(dut.counter_data[2]) == 12
 
     simulate(dut, tb)
 
