@@ -6,6 +6,7 @@ at a segment of it.
 """
 
 import enum
+import functools
 
 from rtl.layouts import (MethodHeader, SecOp, Method, Subchannel, SemOp, SemExecute, Reduction,
                          GPEntry, GPControl, LaunchDescriptor, LAUNCH_DESCRIPTOR_ALIGN,
@@ -32,6 +33,7 @@ def _pack(layout, **fields):
     return bits
 
 
+@functools.lru_cache(maxsize=4096)      # a few dozen distinct headers, encoded per launch
 def method_header(sec_op, method, count, subchannel=Subchannel.HOST):
     address = method.value if isinstance(method, Method) else int(method)
     sub = subchannel.value if isinstance(subchannel, Subchannel) else int(subchannel)
@@ -40,6 +42,7 @@ def method_header(sec_op, method, count, subchannel=Subchannel.HOST):
     return _pack(MethodHeader, address=address, subchannel=sub, count=count, sec_op=sec_op)
 
 
+@functools.lru_cache(maxsize=256)
 def sem_execute(operation, *, release_wfi=False, wide=False, timestamp=False,
                 reduction=Reduction.IMIN):
     return _pack(SemExecute, operation=operation, release_wfi=int(release_wfi),
