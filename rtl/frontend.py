@@ -48,6 +48,7 @@ class FrontEnd(wiring.Component):
             "irq": Out(1),
             "idle": Out(1),
             "now": In(64),
+            "acquire_retry": In(16),
         })
         # built here so that tests and waveforms can reach their ports
         self.doorbell = DoorbellRegisterFile(cfg)
@@ -121,6 +122,7 @@ class FrontEnd(wiring.Component):
             db.read_address.eq(self.mmio_read_address),
             self.mmio_read_data.eq(db.read_data),
             sp.now.eq(self.now),
+            sp.acquire_retry.eq(self.acquire_retry),
             self.irq.eq(cp.interrupt),
         ]
 

@@ -17,8 +17,9 @@ check, the release being fired and the wake scanner), so their number costs memo
 multiplexers.
 
 *Acquire*: the CP presents an acquire and sees ``acquire_met`` in the same cycle; if not met,
-the channel is parked. After any counter change a scanner re-checks every parked channel, one
-per cycle, and wakes those whose condition holds.
+the channel is parked. After any counter change and ``acquire_retry`` more cycles (a
+configuration input, like a retry-interval register), a scanner
+re-checks every parked channel, one per cycle, and wakes those whose condition holds.
 """
 
 from amaranth import Module, Signal, Array, Mux, Cat
@@ -74,6 +75,7 @@ class SyncpointUnit(wiring.Component):
             "graph_done": In(stream.Signature(cl)),
             "halt": In(n),
             "now": In(64),
+            "acquire_retry": In(16),
             "dma_write": Out(stream.Signature(DmaWrite)),
             "parked": Out(n),
             "release_busy": Out(n),
@@ -193,12 +195,16 @@ class SyncpointUnit(wiring.Component):
                     m.d.sync += [fstate.eq(FireState.IDLE), wr.valid.eq(0),
                                  rel_valid.bit_select(cur, 1).eq(0)]
 
-        # -- wake scanner --
-        with m.If(counter_changed):
-            m.d.sync += countdown.eq(n)
+        # -- wake scanner: after a change (and the retry interval), one parked channel a cycle
+        holdoff = Signal(16)
+        # (only when someone is parked, or parks now: otherwise there is nothing to re-check)
+        with m.If(counter_changed & (parked.any() | (self.acquire.valid & ~self.acquire_met))):
+            m.d.sync += [countdown.eq(n), holdoff.eq(self.acquire_retry)]
+        with m.Elif(holdoff != 0):
+            m.d.sync += holdoff.eq(holdoff - 1)
         with m.Elif(countdown != 0):
             m.d.sync += countdown.eq(countdown - 1)
-        with m.If(countdown != 0):
+        with m.If((countdown != 0) & (holdoff == 0)):
             w = Signal(acquire_layout(cfg))
             w_counter = Signal(32)
             m.d.comb += [w.eq(park[scan]), rd_scan.addr.eq(w.index), w_counter.eq(rd_scan.data)]

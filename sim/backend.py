@@ -98,6 +98,7 @@ class PysimBackend(BackendBase):
         self._queues = {n: deque() for n in INPUT_STREAMS}
         self._write_ready = 0
         self._values = {}
+        self.settings = {}         # configuration inputs driven for the whole run
         self._offers = ()
         self.last_idle = self.quiet = True
 
@@ -130,6 +131,8 @@ class PysimBackend(BackendBase):
         async def testbench(ctx):
             for n in ("dma_read_req", "compute", "copy"):
                 ctx.set(ports[n].ready, 1)
+            for n, v in self.settings.items():
+                ctx.set(getattr(dut, n), v)
             until = harness(self, "start")
             consume = False
             while until is not False:

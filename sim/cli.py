@@ -24,15 +24,22 @@ def cmd_run(args):
     from .summary import print_summary
     from .workload import load_workload
 
-    workload = load_workload(args.workload)
+    if bool(args.workload) == bool(args.from_trace):
+        raise ValueError("give a workload file or --from-trace TRACE (one of them)")
+    if args.as_graph and not args.from_trace:
+        raise ValueError("--as-graph goes with --from-trace")
     params = load(args.params)
     backend = args.backend
     if backend == "compiled" and args.vcd:
         print("gpufe: --vcd needs the Python simulator; using --backend pysim", file=sys.stderr)
         backend = "pysim"
+    progress = sys.stderr.isatty() or args.progress
+    if args.from_trace:
+        return _run_from_trace(args, params, backend, progress)
+    workload = load_workload(args.workload)
     result = simulate(workload, params, args.max_connections, vcd=args.vcd or None,
-                      jumps=not args.no_jumps, progress=sys.stderr.isatty() or args.progress,
-                      backend=backend)
+                      jumps=not args.no_jumps, progress=progress,
+                      backend=backend, profiler=args.profiler)
     if args.timeline:
         write_jsonl(result.records, args.timeline)
     if args.perfetto:
@@ -40,6 +47,82 @@ def cmd_run(args):
             json.dump(perfetto(result.records), f)
     print_summary(result, outputs={"timeline": args.timeline, "perfetto": args.perfetto,
                                    "vcd": args.vcd})
+    return 0
+
+
+def _run_from_trace(args, params, backend, progress):
+    from .replay import replay, step_summary
+    from .timeline import write_jsonl
+    from .traces import read_trace
+    from .metrics import metrics
+    measured = metrics(read_trace(args.from_trace))
+    runs = [("eager", False)] + ([("graph", True)] if args.as_graph else [])
+    print(f"gpufe run --from-trace {args.from_trace} (profiler {args.profiler}, params "
+          f"{params.name})")
+    print(f"  measured (trace): {measured.get('kernels', 0)} kernels, GPU span "
+          f"{measured.get('gpu_span_us', 0):,.1f} us")
+    out = {}
+    for label, as_graph in runs:
+        result, steps = replay(args.from_trace, params, as_graph=as_graph,
+                               profiler=args.profiler, backend=backend, progress=progress)
+        s = out[label] = step_summary(result, steps)
+        print(f"  model, {label:5s}: {s['kernels']} kernels in {steps} steps; "
+              f"{s['per_step_us']:,.1f} us per step, GPU span {s['gpu_span_us']:,.1f} us, "
+              f"wall {s['wall_us']:,.1f} us (simulated in {result.wall_s:.1f} s)")
+        if args.timeline and (as_graph or not args.as_graph):
+            write_jsonl(result.records, args.timeline)
+    if args.as_graph:
+        e, g = out["eager"]["per_step_us"], out["graph"]["per_step_us"]
+        print(f"  CUDA graphs would take {g:,.1f} us per step instead of {e:,.1f} "
+              f"({100 * (1 - g / e):.0f}% less)")
+    return 0
+
+
+def cmd_metrics(args):
+    from .traces import read_trace
+    from .metrics import metrics, format_metrics
+    for path in args.trace:
+        records = read_trace(path)
+        h = records[0]
+        print(f"{path}: {h.get('scenario', '?')} on {h.get('device', '?')}")
+        print(format_metrics(metrics(records)))
+    return 0
+
+
+def cmd_validate(args):
+    from .params import load
+    from .scenarios import scenario_names
+    from . import validate as v
+    params = load(args.params)
+    names = scenario_names()
+    if args.scenarios:
+        unknown = sorted(set(args.scenarios) - set(names))
+        if unknown:
+            raise ValueError(f"unknown scenarios: {', '.join(unknown)} (known: "
+                             f"{', '.join(names)})")
+        names = args.scenarios
+    print(f"gpufe validate: {len(names)} scenarios, params {params.name}, backend "
+          f"{args.backend}", file=sys.stderr)
+    rows = v.validate(params, names, backend=args.backend,
+                      log=lambda m: print(m, file=sys.stderr))
+    print(v.format_table(rows))
+    if args.json:
+        v.write_json(rows, args.json)
+    if args.plot:
+        v.plot(rows, args.plot)
+    return 0
+
+
+def cmd_calibrate(args):
+    import pathlib
+    from .calibrate import calibrate, write
+    params, residuals = calibrate(args.base, backend=args.backend,
+                                  log=lambda m: print(m, file=sys.stderr))
+    out = pathlib.Path(args.out)
+    params = params.with_overrides(name=out.stem)
+    res = out.with_name(f"{out.stem}_residuals.json")
+    write(params, residuals, out, res)
+    print(f"gpufe calibrate: wrote {out} and {res}")
     return 0
 
 
@@ -57,7 +140,12 @@ def main(argv=None):
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser("run", help="run a workload (JSON) through the host model and the RTL")
-    run.add_argument("workload", help="workload file (see examples/)")
+    run.add_argument("workload", nargs="?", help="workload file (see examples/)")
+    run.add_argument("--from-trace", metavar="TRACE",
+                     help="replay a profiler trace (Kineto JSON or fe_trace JSONL) instead")
+    run.add_argument("--as-graph", action="store_true",
+                     help="with --from-trace: also run the launches between host "
+                          "synchronisations as one CUDA graph, and compare")
     run.add_argument("--params", default="h200", help="parameter set name or JSON file")
     run.add_argument("--max-connections", type=int, default=None,
                      help="CUDA_DEVICE_MAX_CONNECTIONS (1..32); default: the workload's, "
@@ -72,7 +160,33 @@ def main(argv=None):
     run.add_argument("--no-jumps", action="store_true",
                      help="step the RTL every cycle instead of jumping over idle time")
     run.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
+    run.add_argument("--profiler", choices=("off", "cupti"), default="off",
+                     help="run as under CUPTI activity tracing (as the reference traces were "
+                          "taken: cupti) or without a profiler (off, default)")
     run.set_defaults(func=cmd_run)
+
+    met = sub.add_parser("metrics", help="print the metrics of traces (fe_trace JSONL, Kineto "
+                                         "JSON or a gpufe timeline; .gz too)")
+    met.add_argument("trace", nargs="+")
+    met.set_defaults(func=cmd_metrics)
+
+    val = sub.add_parser("validate", help="run every calibration scenario and compare it with "
+                                          "its H200 trace, metric by metric")
+    val.add_argument("--params", default="h200", help="parameter set name or JSON file")
+    val.add_argument("--json", help="write the rows as JSON")
+    val.add_argument("--plot", help="write a PNG of model against measured")
+    val.add_argument("--scenarios", nargs="+", help="only these scenarios")
+    val.add_argument("--backend", choices=("pysim", "compiled"), default="compiled")
+    val.set_defaults(func=cmd_validate)
+
+    cal = sub.add_parser("calibrate", help="fit the parameter set to the reference scenarios "
+                                           "and write it, with the fit's residuals beside it")
+    cal.add_argument("--base", default="h200", help="parameter set to start from")
+    cal.add_argument("--out", default="h200.json",
+                     help="parameter file to write (default %(default)s; the shipped set is "
+                          "sim/params/h200.json)")
+    cal.add_argument("--backend", choices=("pysim", "compiled"), default="compiled")
+    cal.set_defaults(func=cmd_calibrate)
 
     args = parser.parse_args(argv)
     if getattr(args, "max_connections", None) is not None and \

@@ -179,6 +179,7 @@ class CxxrtlBackend(BackendBase):
                 raise BackendUnavailable(f"compiled model lacks input stream {n}")
             self._queue[n] = q
         self._objects = {}
+        self.settings = {}
         self._buf = (ctypes.c_uint32 * WORDS)()
         self._widths = {n: len(Value.cast(shape)) for n, shape in self._shapes.items()}
         self._narrow = {n: self._widths[f"{n}__payload"] <= 64 for n in INPUT_STREAMS}
@@ -243,6 +244,8 @@ class CxxrtlBackend(BackendBase):
     def drive(self, harness):
         for n in ("dma_read_req", "compute", "copy"):
             self.lib.gpufe_set(self.h, self._object(f"{n}__ready"), self._words(1))
+        for n, v in self.settings.items():
+            self.lib.gpufe_set(self.h, self._object(n), self._words(v))
         until = harness(self, "start")
         consume = 0
         reasons = {1: "transfer", 2: "until", 3: "idle"}

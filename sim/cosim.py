@@ -31,18 +31,29 @@ class Deadlock(RuntimeError):
     pass
 
 
+#: "cupti": the program runs under CUPTI activity tracing (as the reference traces were
+#: taken), which costs CPU time in every API call and GPU time per stream kernel
+PROFILERS = ("off", "cupti")
+
+
 class CoSim:
-    def __init__(self, params, max_connections=None, *, vcd=None, jumps=True, backend="pysim"):
+    def __init__(self, params, max_connections=None, *, vcd=None, jumps=True, backend="pysim",
+                 profiler="off"):
+        if profiler not in PROFILERS:
+            raise ValueError(f"profiler {profiler!r}: one of {', '.join(PROFILERS)}")
         self.p = params
+        self.profiler = profiler
         self.max_connections = max_connections or params.max_connections
         self.cfg = params.frontend_config(self.max_connections)
         self.dut = FrontEnd(self.cfg)
         self.cycle_ps = ps(params.cycle_ns)
         self.backend = make_backend(backend, self.dut, self.cycle_ps, jumps, vcd)
         self._resp_offsets = self.backend.offsets("dma_read_resp")
+        self.backend.settings.update(params.frontend_settings(profiler == "cupti"))
         self.ev = EventQueue()
         self.mem = HostMemory()
-        self.compute = ComputeEngine(params, self.ev, self._kernel_done)
+        self.compute = ComputeEngine(params, self.ev, self._kernel_done,
+                                     profiled=profiler == "cupti")
         self.copies = CopyEngines(params, self.ev, self._copy_done)
         self._resp_free_ps = 0            # DMA read data path busy until
         # what a dispatch refers to
@@ -184,6 +195,7 @@ class CoSim:
                 kernel, record = self.graph_launches[rec.descriptor].popleft()
             else:
                 kernel, record = self.launches.pop(rec.descriptor)
+                record["_dispatched"] = t // 1000
             kernel.key = (rec.channel, rec.seq, rec.node, rec.graph)
             self.compute.launch(kernel, graph=bool(rec.graph))
         if "copy" in offers:

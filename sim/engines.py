@@ -30,11 +30,13 @@ class Kernel:
     done: int = 0
     start: int = None           # ps, first block placed
     end: int = None
+    graph: bool = False         # launched by the graph walker
 
 
 class ComputeEngine:
-    def __init__(self, params, events, on_complete):
+    def __init__(self, params, events, on_complete, profiled=False):
         self.p = params
+        self.profiled = profiled             # CUPTI is tracing kernels
         self.ev = events
         self.on_complete = on_complete       # on_complete(kernel) at its end
         self.free_threads = [params.max_threads_per_sm] * params.sms
@@ -52,6 +54,7 @@ class ComputeEngine:
         """A graph node's launch state was prepared at instantiation: it becomes eligible
         after ``graph_launch_latency_ns`` instead of ``launch_latency_ns``."""
         kernel.order = self._order
+        kernel.graph = graph
         self._order += 1
         latency = self.p.graph_launch_latency_ns if graph else self.p.launch_latency_ns
         self.ev.after(ps(latency), self._eligible, kernel)
@@ -115,7 +118,10 @@ class ComputeEngine:
         k.done += 1
         if k.done == k.blocks:
             self.resident -= 1
-            self.ev.after(ps(self.p.kernel_end_ns), self._kernel_done, k)
+            end = self.p.kernel_end_ns
+            if self.profiled:
+                end += self.p.cupti_graph_kernel_ns if k.graph else self.p.cupti_kernel_ns
+            self.ev.after(ps(end), self._kernel_done, k)
         self._schedule()
 
     def _kernel_done(self, k):

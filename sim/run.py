@@ -42,9 +42,9 @@ class Progress:
 
 
 def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
-             progress=False, backend="pysim"):
+             progress=False, backend="pysim", profiler="off"):
     mc = max_connections or workload.get("max_connections") or params.max_connections
-    sim = CoSim(params, mc, vcd=vcd, jumps=jumps, backend=backend)
+    sim = CoSim(params, mc, vcd=vcd, jumps=jumps, backend=backend, profiler=profiler)
     rt = Runtime(sim)
     bar = Progress(count_ops(workload["program"]), progress)
     sim.start_cpu(run_program(workload["program"], rt, bar))
@@ -54,7 +54,8 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
     header = {"kind": "meta", "what": "header", "t": 0, "scenario": workload["name"],
               "device": params.device, "sms": params.sms, "driver": "gpufe",
               "runtime": "gpufe", "max_connections": mc,
-              "params": {"params": params.name}, "model": True}
+              "params": {"params": params.name, "profiler": profiler}, "model": True}
+    rt.cupti_submitted()
     records = finish_records(header, rt.marks, rt.records, sim.now_ns)
     return RunResult(records, dict(sim.stats), wall, workload, params, mc, rt.blocked_launches,
                      sim.backend.name)

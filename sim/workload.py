@@ -204,5 +204,10 @@ _CALLS = {
 }
 
 
+#: ops that are not CUDA API calls (no profiler cost)
+_NOT_API = ("mark", "host_sleep")
+
+
 def _run_op(op, rt):
-    return _CALLS[op["op"]](rt, op)
+    call = _CALLS[op["op"]](rt, op)
+    return call if op["op"] in _NOT_API else rt.api_call(call)

@@ -63,6 +63,7 @@ class Params:
     stream_create_cpu_ns: float = _p(150000.0, "cudaStreamCreate")
     event_create_cpu_ns: float = _p(6000.0, "cudaEventCreate")
     sync_call_ns: float = _p(1200.0, "synchronize call overhead before it starts waiting")
+    sync_kickoff_ns: float = _p(1000.0, "a synchronize call's own kickoff (its fence)")
     sync_return_ns: float = _p(800.0, "semaphore seen in host memory -> synchronize returns")
     query_cpu_ns: float = _p(3000.0, "one cudaEventQuery")
     begin_capture_cpu_ns: float = _p(7000.0, "cudaStreamBeginCapture")
@@ -71,8 +72,19 @@ class Params:
     instantiate_cpu_ns: float = _p(40000.0, "cudaGraphInstantiate, fixed part")
     instantiate_per_node_ns: float = _p(4300.0, "cudaGraphInstantiate, per node")
     graph_launch_cpu_ns: float = _p(2500.0, "cudaGraphLaunch, fixed part")
-    graph_launch_per_node_ns: float = _p(1000.0, "cudaGraphLaunch, per node (with the "
-                                                 "profiler's per-node records)")
+    graph_launch_per_node_ns: float = _p(500.0, "cudaGraphLaunch, per node")
+    acquire_retry_ns: float = _p(0.0, "syncpoint change -> parked acquires re-checked (a "
+                                      "channel that failed an acquire retries after this)")
+    # -- the profiler (--profiler cupti: CUPTI activity tracing, as the traces were taken) --
+    cupti_launch_ns: float = _p(0.0, "CUPTI: CPU time added inside every cudaLaunchKernel")
+    cupti_call_gap_ns: float = _p(0.0, "CUPTI: CPU time added after every API call")
+    cupti_graph_node_ns: float = _p(0.0, "CUPTI: cudaGraphLaunch CPU time added per node "
+                                         "(its per-node records)")
+    cupti_kernel_ns: float = _p(0.0, "CUPTI: added to every kernel's duration (its "
+                                     "timestamps)")
+    cupti_graph_kernel_ns: float = _p(0.0, "CUPTI: added to every graph kernel's duration")
+    cupti_acquire_ns: float = _p(0.0, "CUPTI: added to the acquire retry interval (a stream "
+                                      "kernel waiting for the one before it starts later)")
     # -- driver structures --
     gpfifo_entries: int = _p(1024, "GPFIFO ring entries per channel")
     pushbuffer_bytes: int = _p(1 << 20, "push-buffer bytes per channel")
@@ -94,6 +106,12 @@ class Params:
         return FrontEndConfig(channels=mc + 2, fifo_depth=self.fifo_depth,
                               slot_words=self.slot_words, gp_entries_log2_max=log2,
                               syncpoints=self.syncpoints, dma_burst=self.dma_burst)
+
+    def frontend_settings(self, profiled=False):
+        """Values of the FrontEnd's configuration inputs (registers a driver would program),
+        which the harness drives for the whole run: they need no rebuild of a compiled model."""
+        retry = self.acquire_retry_ns + (self.cupti_acquire_ns if profiled else 0)
+        return {"acquire_retry": round(retry * self.clock_ghz)}
 
     def describe(self):
         return {f.name: f.metadata.get("doc", "") for f in fields(self)}

@@ -66,6 +66,34 @@ def test_increment_and_add_reductions():
     simulate(dut, tb)
 
 
+def wake_cycles(retry):
+    """Cycles from the satisfying release to the parked channel's wake-up."""
+    dut = SyncpointUnit(CFG)
+    out = []
+
+    async def tb(ctx):
+        ctx.set(dut.acquire_retry, retry)
+        ctx.set(dut.acquire.valid, 1)
+        ctx.set(dut.acquire.payload, {"channel": 3, "index": 1, "value": 1,
+                                      "op": SemOp.ACQ_STRICT_GEQ})
+        await ctx.tick()
+        ctx.set(dut.acquire.valid, 0)
+        await release(ctx, dut, channel=1, index=1, payload=1, wfi=0)
+        waited = 0
+        while ctx.get(dut.parked):
+            assert not ctx.get(dut.quiescent)       # a retry pending is not idle
+            await ctx.tick()
+            waited += 1
+        out.append(waited)
+
+    simulate(dut, tb)
+    return out[0]
+
+
+def test_acquire_retry_interval_delays_the_wake_up():
+    assert wake_cycles(40) == wake_cycles(0) + 40
+
+
 def test_acquire_parks_then_wakes_on_release():
     dut = SyncpointUnit(CFG)
 
