@@ -49,6 +49,7 @@ class FrontEnd(wiring.Component):
             "idle": Out(1),
             "now": In(64),
             "acquire_retry": In(16),
+            "timestamp_hold": In(16),
         })
         # built here so that tests and waveforms can reach their ports
         self.doorbell = DoorbellRegisterFile(cfg)
@@ -123,6 +124,7 @@ class FrontEnd(wiring.Component):
             self.mmio_read_data.eq(db.read_data),
             sp.now.eq(self.now),
             sp.acquire_retry.eq(self.acquire_retry),
+            sp.timestamp_hold.eq(self.timestamp_hold),
             self.irq.eq(cp.interrupt),
         ]
 

@@ -251,8 +251,12 @@ def copy_record_layout(cfg):
 
 
 def completion_layout(cfg):
+    """Engine -> front end: work done. ``release``: the work carried its own semaphore
+    release (a kernel's launch descriptor names a syncpoint, as a QMD's release fields do):
+    syncpoint ``index`` is set to ``value`` as it completes, without a channel release."""
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
-                              "node": cfg.node_bits, "graph": 1})
+                              "node": cfg.node_bits, "graph": 1, "release": 1,
+                              "index": cfg.sp_bits, "value": 32})
 
 
 def graph_launch_layout(cfg):

@@ -9,8 +9,13 @@ number, so later work does not hold it back); without WFI it fires at once. Firi
 cycle for a counter (set, add, or increment) and one DMA write per 8 bytes for host memory
 (the payload, then ``now`` as an 8-byte timestamp when RELEASE_TIMESTAMP is set). A channel
 whose slot is busy must wait before posting another release (``release_busy``). A timestamp
-release holds its whole channel until its writes are done (``release_stall``): the timestamp
+release holds its whole channel until its writes are done and ``timestamp_hold`` cycles more
+(a configuration input: the timestamp write's round trip) (``release_stall``): the timestamp
 must be taken after the work before it and before the work after it.
+
+*Completion releases*: a compute completion may carry a release of its own (``release``,
+``index``, ``value``: the kernel's launch named a syncpoint, as a QMD's release fields do); the
+counter is set as it arrives, ahead of a channel release wanting the write port that cycle.
 
 *Counters* live in a small SRAM (one write port, three asynchronous read ports: the acquire
 check, the release being fired and the wake scanner), so their number costs memory bits, not
@@ -40,6 +45,7 @@ class FireState(enum.Enum, shape=2):
     IDLE = 0
     PAYLOAD = 1
     TIMESTAMP = 2
+    HOLD = 3           # a timestamp release's channel held ``timestamp_hold`` cycles more
 
 
 def release_layout(cfg):
@@ -76,6 +82,7 @@ class SyncpointUnit(wiring.Component):
             "halt": In(n),
             "now": In(64),
             "acquire_retry": In(16),
+            "timestamp_hold": In(16),
             "dma_write": Out(stream.Signature(DmaWrite)),
             "parked": Out(n),
             "release_busy": Out(n),
@@ -160,8 +167,9 @@ class SyncpointUnit(wiring.Component):
         p_counter = Signal(32)
         p_new = Signal(32)
         m.d.comb += [r.eq(rel[cur]), p.eq(rel[pick]),
-                     rd_fire.addr.eq(p.index), p_counter.eq(rd_fire.data),
-                     wr_counter.addr.eq(p.index), wr_counter.data.eq(p_new)]
+                     rd_fire.addr.eq(p.index), p_counter.eq(rd_fire.data)]
+        with m.If(~(self.compute_done.valid & self.compute_done.payload.release)):
+            m.d.comb += [wr_counter.addr.eq(p.index), wr_counter.data.eq(p_new)]
         with m.Switch(p.kind):
             with m.Case(ReleaseKind.SET):
                 m.d.comb += p_new.eq(p.payload[:32])
@@ -171,12 +179,20 @@ class SyncpointUnit(wiring.Component):
                 m.d.comb += p_new.eq(p_counter + 1)
         wr = self.dma_write
         counter_changed = Signal()
+        hold = Signal(16)
+        # a completion that carries its own release has the counter write port this cycle
+        cd = self.compute_done
+        done_release = cd.valid & cd.payload.release
+        with m.If(done_release):
+            m.d.comb += [wr_counter.addr.eq(cd.payload.index), wr_counter.data.eq(cd.payload.value),
+                         wr_counter.en.eq(1), counter_changed.eq(1)]
         with m.Switch(fstate):
             with m.Case(FireState.IDLE):
                 with m.If(fireable.any()):
                     with m.If(p.to_counter):
-                        m.d.comb += [wr_counter.en.eq(1), counter_changed.eq(1)]
-                        m.d.sync += rel_valid.bit_select(pick, 1).eq(0)
+                        with m.If(~done_release):
+                            m.d.comb += [wr_counter.en.eq(1), counter_changed.eq(1)]
+                            m.d.sync += rel_valid.bit_select(pick, 1).eq(0)
                     with m.Else():
                         m.d.sync += [cur.eq(pick), fstate.eq(FireState.PAYLOAD), wr.valid.eq(1),
                                      wr.payload.address.eq(p.address),
@@ -192,8 +208,13 @@ class SyncpointUnit(wiring.Component):
                                      rel_valid.bit_select(cur, 1).eq(0)]
             with m.Case(FireState.TIMESTAMP):
                 with m.If(wr.ready):
-                    m.d.sync += [fstate.eq(FireState.IDLE), wr.valid.eq(0),
-                                 rel_valid.bit_select(cur, 1).eq(0)]
+                    m.d.sync += [fstate.eq(FireState.HOLD), wr.valid.eq(0),
+                                 hold.eq(self.timestamp_hold)]
+            with m.Case(FireState.HOLD):
+                with m.If(hold == 0):
+                    m.d.sync += [fstate.eq(FireState.IDLE), rel_valid.bit_select(cur, 1).eq(0)]
+                with m.Else():
+                    m.d.sync += hold.eq(hold - 1)
 
         # -- wake scanner: after a change (and the retry interval), one parked channel a cycle
         holdoff = Signal(16)

@@ -138,12 +138,15 @@ class CoSim:
 
     # -- engines ---------------------------------------------------------------------------------
 
-    def _completion(self, port, key):
+    def _completion(self, port, key, release=None):
         channel, seq, node, graph = key
-        self._push(port, {"channel": channel, "seq": seq, "node": node, "graph": graph})
+        done = {"channel": channel, "seq": seq, "node": node, "graph": graph}
+        if release is not None:
+            done.update(release=1, index=release[0], value=release[1])
+        self._push(port, done)
 
     def _kernel_done(self, kernel):
-        self._completion("compute_done", kernel.key)
+        self._completion("compute_done", kernel.key, kernel.release)
 
     def _copy_done(self, copy):
         self._completion("copy_done", copy.key)

@@ -31,6 +31,7 @@ class Kernel:
     start: int = None           # ps, first block placed
     end: int = None
     graph: bool = False         # launched by the graph walker
+    release: tuple = None       # (syncpoint, value) set as it completes (its launch's release)
 
 
 class ComputeEngine:

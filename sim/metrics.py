@@ -2,7 +2,8 @@
 
 Every metric is a median unless its name says otherwise; times in us. Where the trace marks
 repetitions (``rep_begin``/``rep_end``), only what starts inside them counts: warm-ups and
-one-off costs (the first launch loads the module) stay out. A metric that the trace
+one-off costs (the first launch loads the module) stay out. Medians of fewer than
+:data:`MIN_SAMPLES` values are not reported, except wall time and GPU span per repetition. A metric that the trace
 has no data for is left out (a graph-only trace has no stream gaps; a Kineto trace has no
 channels or queued/submitted times).
 """
@@ -36,8 +37,12 @@ _COPY = {1: "copy_h2d_gbps", 2: "copy_d2h_gbps", 8: "copy_d2d_gbps"}
 BLOCKED_NS = 50_000
 
 
+#: medians of fewer samples are not reported (one launch delayed by the OS is not a figure)
+MIN_SAMPLES = 5
+
+
 def _median_us(values):
-    return statistics.median(values) / 1e3 if values else None
+    return statistics.median(values) / 1e3 if len(values) >= MIN_SAMPLES else None
 
 
 def _rep_windows(records):
@@ -60,14 +65,15 @@ def metrics(records):
     ks = sorted((r for r in records if r["kind"] == "kernel"), key=lambda r: r["start"])
     copies = [r for r in records if r["kind"] == "memcpy"]
     work = sorted(ks + copies, key=lambda r: r["start"])
-    out["wall_per_rep_us"] = _median_us([e - b for b, e in reps])
+    walls = [e - b for b, e in reps]
+    out["wall_per_rep_us"] = statistics.median(walls) / 1e3 if walls else None
     if work:
         spans = []
         for b, e in reps or [(None, None)]:
             inside = [w for w in work if b is None or b <= w["start"] <= e]
             if inside:
                 spans.append(max(w["end"] for w in inside) - inside[0]["start"])
-        out["gpu_span_us"] = _median_us(spans)
+        out["gpu_span_us"] = statistics.median(spans) / 1e3 if spans else None
     out["kernels"] = len(ks)
     if ks:
         by_stream = {}

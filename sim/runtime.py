@@ -8,9 +8,11 @@ UMD, as DESIGN.md section 2 describes it:
 
 - streams are mapped round robin onto ``max_connections`` compute channels; H2D and D2H copies
   go to two copy channels of their own; D2D copies run on the stream's compute channel;
-- every stream has a syncpoint counter: each piece of work releases it (RELEASE_WFI, value =
-  the stream's work count) and the next piece of the same stream acquires it first, so
-  kernels of one stream are ordered and kernels of two streams sharing a channel are not;
+- every stream has a syncpoint counter: each piece of work releases it (value = the stream's
+  work count) and the next piece of the same stream acquires it first, so kernels of one
+  stream are ordered and kernels of two streams sharing a channel are not. A kernel carries
+  its release in its launch (as a QMD's release fields: the counter is set as the kernel
+  completes, and the channel goes on meanwhile); a copy's is a RELEASE_WFI behind it;
 - an event record writes the event's host semaphore (a RELEASE with timestamp for a timing
   event, the payload only with ``cudaEventDisableTiming``); ``stream_wait_event`` acquires
   the recording stream's syncpoint at the value it had when the event was recorded;
@@ -256,6 +258,13 @@ class Runtime:
             pb.sem_acquire(syncpoint_address(self.sim.cfg, stream.syncpoint), stream.work,
                            SemOp.ACQ_CIRC_GEQ)
 
+    def _release_stream_on_completion(self, stream, ch):
+        """A kernel's own release of its stream's syncpoint (a QMD release: set by the engine
+        as the kernel completes; no channel release waits for it, so the channel runs on)."""
+        stream.work += 1
+        stream.last_channel = ch
+        return (stream.syncpoint, stream.work)
+
     def _release_stream(self, pb, stream, ch):
         stream.work += 1
         stream.last_channel = ch
@@ -320,14 +329,14 @@ class Runtime:
         pb = PushBuffer()
         self._order_after_stream(pb, s, ch)
         pb.launch(desc)
-        self._release_stream(pb, s, ch)
+        release = self._release_stream_on_completion(s, ch)
         yield ("cpu", self.p.launch_encode_ns)
         rec = {"kind": "kernel", "name": name, "corr": corr, "stream": s.id, "channel": ch.id,
                "channel_type": 1, "queued": self.now(), "submitted": None, "start": None,
                "end": None, "grid": list(grid), "block": list(block), "graph_id": 0,
                "graph_node": 0}
         kernel = Kernel(None, grid[0] * grid[1] * grid[2], threads, block_ns,
-                        priority=-s.priority)
+                        priority=-s.priority, release=release)
         self.sim.launches[desc] = (kernel, rec)
         rec["_kernel"] = kernel
         self.records.append(rec)
@@ -649,10 +658,13 @@ class Runtime:
                 rec["_copy"] = job
             self.sim.graph_launches[x.descriptors[i]].append((job, rec))
             self.records.append(rec)
+        # the work is submitted after the fixed part; the per-node part of the call (its
+        # bookkeeping, and CUPTI's per-node records) runs while the GPU already executes
+        yield ("cpu", self.p.graph_launch_cpu_ns)
+        yield from self._submit(ch, pb)
         per_node = self.p.graph_launch_per_node_ns + (
             self.p.cupti_graph_node_ns if self.sim.profiler == "cupti" else 0)
-        yield ("cpu", self.p.graph_launch_cpu_ns + per_node * len(g.nodes))
-        yield from self._submit(ch, pb)
+        yield ("cpu", per_node * len(g.nodes))
         self._runtime_record("graph_launch", start, corr)
 
     def host_sleep(self, ns):

@@ -47,6 +47,8 @@ class Params:
     dma_read_bytes_per_ns: float = _p(25.0, "DMA read bandwidth of the fetcher's path")
     dma_write_ns: float = _p(40.0, "front end's DMA write port busy per 8-byte write "
                                    "(semaphore and timestamp writes)")
+    timestamp_hold_ns: float = _p(0.0, "a timestamp release holds its channel this long after "
+                                       "its writes (the timestamp's round trip)")
     host_write_visible_ns: float = _p(250.0, "DMA write issued -> visible to CPU polling")
     # -- CPU: the runtime API (time of each call when it does not block) --
     launch_cpu_ns: float = _p(5650.0, "cudaLaunchKernel")
@@ -111,7 +113,8 @@ class Params:
         """Values of the FrontEnd's configuration inputs (registers a driver would program),
         which the harness drives for the whole run: they need no rebuild of a compiled model."""
         retry = self.acquire_retry_ns + (self.cupti_acquire_ns if profiled else 0)
-        return {"acquire_retry": round(retry * self.clock_ghz)}
+        return {"acquire_retry": round(retry * self.clock_ghz),
+                "timestamp_hold": round(self.timestamp_hold_ns * self.clock_ghz)}
 
     def describe(self):
         return {f.name: f.metadata.get("doc", "") for f in fields(self)}

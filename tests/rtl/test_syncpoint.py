@@ -164,3 +164,27 @@ def test_timestamp_release_writes_payload_then_now():
 
     simulate(dut, tb)
     assert writes == [(0x40_0000_0100, 0x1234_5678_9ABC, 1), (0x40_0000_0108, 1235, 1)]
+
+
+def test_completion_release_sets_its_counter_and_wins_the_write_port():
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        # a channel release to counter 2 and a completion releasing counter 5, same cycle
+        ctx.set(dut.release.valid, 1)
+        ctx.set(dut.release.payload, {"channel": 0, "seq": 0, "address": 0, "payload": 7,
+                                      "kind": ReleaseKind.SET, "wfi": 0, "timestamp": 0,
+                                      "wide": 0, "to_counter": 1, "index": 2})
+        await ctx.tick()
+        ctx.set(dut.release.valid, 0)
+        ctx.set(dut.compute_done.valid, 1)
+        ctx.set(dut.compute_done.payload, {"channel": 1, "seq": 0, "release": 1, "index": 5,
+                                           "value": 9})
+        await ctx.tick()
+        ctx.set(dut.compute_done.valid, 0)
+        assert ctx.get(dut.counter_data[5]) == 9
+        assert ctx.get(dut.counter_data[2]) == 0        # held back a cycle
+        await ctx.tick()
+        assert ctx.get(dut.counter_data[2]) == 7
+
+    simulate(dut, tb)

@@ -23,20 +23,25 @@ def test_metrics_of_a_known_timeline():
     recs = [{"kind": "meta", "what": "header", "t": 0},
             {"kind": "meta", "what": "rep_begin", "t": 1000},
             launch(1, 1000, 6000), launch(2, 6000, 11000), launch(3, 11000, 200000),
+            launch(5, 200000, 200100), launch(6, 200100, 200200),
+            launch(7, 200200, 200300),
             kernel(1, 7, 8000, 9000, 0, 2000, 7000),
             kernel(2, 7, 12000, 14000, 0, 7000, 11000),
             kernel(3, 8, 13000, 20000, 1, 12000, 12500),
+            kernel(5, 7, 21000, 23000, 0, 16000, 19000),
+            kernel(6, 7, 24000, 26000, 0, 19000, 23000),
+            kernel(7, 7, 28000, 30000, 0, 21000, 27000),
             {"kind": "meta", "what": "rep_end", "t": 201000},
             launch(4, 300000, 301000)]                  # outside the repetition: ignored
     m = metrics(recs)
     assert m["wall_per_rep_us"] == 200.0
-    assert m["gpu_span_us"] == 12.0                     # 8000 .. 20000
-    assert m["kernels"] == 3
-    assert m["median_gap_us"] == 3.0                    # stream 7: 12000 - 9000
+    assert m["gpu_span_us"] == 22.0                     # 8000 .. 30000
+    assert m["kernels"] == 6
+    assert "median_gap_us" not in m                     # stream 7: 4 gaps, too few
     assert m["median_kernel_us"] == 2.0
-    assert m["launch_api_us"] == 5.0
-    assert m["queued_to_submitted_us"] == 4.0           # 5000, 4000, 500
-    assert m["submitted_to_start_us"] == 1.0            # 1000, 1000, 500
+    assert m["launch_api_us"] == 2.55                   # 5000, 5000, 189000, 100, 100, 100
+    assert m["queued_to_submitted_us"] == 4.0           # 5000, 4000, 500, 3000, 4000, 6000
+    assert m["submitted_to_start_us"] == 1.0            # 1000, 1000, 500, 2000, 1000, 1000
     assert m["max_concurrent"] == 2
     assert m["channels_used"] == 2
     assert m["launches_blocked"] == 1                   # the 189 us call
