@@ -76,12 +76,6 @@ def _compiler():
     return cxx
 
 
-def check_tools():
-    """Raise BackendUnavailable unless Yosys and a C++ compiler are there."""
-    _compiler()
-    _yosys()
-
-
 def design_key(dut, cxx):
     """Hash of everything the compiled design depends on: the RTL sources, the parameters,
     Amaranth and the compiler command (cheaper than converting the design to compare)."""
