@@ -2,9 +2,10 @@
 every bundled example.
 
 Builds the CXXRTL model once for the h200 parameters (a few minutes the first time; then
-cached in $GPUFE_CACHE or ~/.cache/gpufe). The Python simulator's side is the slow one
-(graph_chain_10000 alone takes about five minutes), so its runs start at once, all of them,
-in worker processes (one per CPU), while the compiled runs go on here."""
+cached in $GPUFE_CACHE or ~/.cache/gpufe). The Python simulator's side is the slow one, so
+its runs start at once, all of them, in worker processes (one per CPU), while the compiled
+runs go on here. (The 10000-node graph is a calibration scenario, graph_nodes10000 in
+sim/reference/h200, run by ``gpufe validate``; as an example it took five minutes here.)"""
 
 import concurrent.futures
 import json
@@ -34,13 +35,12 @@ def run(name, backend):
 def pysim_runs():
     # biggest first, so that the longest run is not the last to start
     order = sorted(ALL, key=lambda n: -(EXAMPLES / f"{n}.json").stat().st_size)
-    order.sort(key=lambda n: n != "graph_chain_10000")
     with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         yield {n: pool.submit(run, n, "pysim") for n in order}
 
 
 def test_there_are_examples():
-    assert len(ALL) >= 18
+    assert len(ALL) >= 17
 
 
 @pytest.mark.parametrize("name", ALL)
