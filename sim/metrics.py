@@ -101,12 +101,7 @@ def metrics(records):
     out["submitted_to_start_us"] = _median_us([k["start"] - k["submitted"] for k in streamed])
     out["queued_to_start_us"] = _median_us([k["start"] - k["queued"] for k in streamed])
     if ks:
-        edges = sorted([(k["start"], 1) for k in ks] + [(k["end"], -1) for k in ks])
-        run = best = 0
-        for _, d in edges:
-            run += d
-            best = max(best, run)
-        out["max_concurrent"] = best
+        out["max_concurrent"] = max_concurrent(ks)
     chans = {w["channel"] for w in work if w.get("channel", -1) >= 0}
     if chans:
         out["channels_used"] = len(chans)
@@ -121,6 +116,16 @@ def metrics(records):
             out[name] = big["bytes"] / max(big["end"] - big["start"], 1)
     out["sync_return_us"] = _median_us(_sync_returns(records, ks))
     return {k: out[k] for k in METRICS if out.get(k) is not None}
+
+
+def max_concurrent(jobs):
+    """Most of ``jobs`` (records with start and end) running at once."""
+    edges = sorted([(j["start"], 1) for j in jobs] + [(j["end"], -1) for j in jobs])
+    run = best = 0
+    for _, d in edges:
+        run += d
+        best = max(best, run)
+    return best
 
 
 def _sync_returns(records, ks):

@@ -7,6 +7,8 @@ A timeline is a list of dicts, one per record, exactly as in ``traces/h200/*.jso
 import json
 import statistics
 
+from .metrics import max_concurrent
+
 
 def finish_records(header, marks, records, end_ns):
     """Fill engine times into kernel/memcpy records and order everything deterministically."""
@@ -63,13 +65,7 @@ def summary(records):
         lat = [k["start"] - k["submitted"] for k in ks if k.get("submitted")]
         if lat:
             out["submitted_to_start_us"] = statistics.median(lat) / 1e3
-        # most kernels running at once
-        edges = sorted([(k["start"], 1) for k in ks] + [(k["end"], -1) for k in ks])
-        run = best = 0
-        for _, d in edges:
-            run += d
-            best = max(best, run)
-        out["max_concurrent"] = best
+        out["max_concurrent"] = max_concurrent(ks)
         out["channels_used"] = len({k["channel"] for k in ks})
     glaunch = [r["end"] - r["start"] for r in records if r["kind"] == "runtime"
                and r["name"].startswith("cudaGraphLaunch")]
