@@ -126,6 +126,24 @@ def cmd_calibrate(args):
     return 0
 
 
+def cmd_synth(args):
+    from constraints.boards import board
+    from . import synth
+    b = board(args.board)
+    cfg = synth.fpga_config(args.channels, args.fifo_depth, args.graph_nodes, args.graph_edges)
+    if args.check:
+        print(synth.check(cfg))
+        return 0
+    try:
+        summary = synth.run(b, cfg, args.out, seed=args.seed,
+                            log=lambda m: print(m, file=sys.stderr))
+    except synth.SynthError as e:
+        print(f"gpufe synth: {e}", file=sys.stderr)
+        return 1
+    print(synth.format_summary(summary))
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="gpufe", description=(
         "Cycle-approximate model of a GPU command front end (Amaranth RTL)."))
@@ -187,6 +205,26 @@ def main(argv=None):
                           "sim/params/h200.json)")
     cal.add_argument("--backend", choices=("pysim", "compiled"), default="compiled")
     cal.set_defaults(func=cmd_calibrate)
+
+    from constraints.boards import BOARDS
+    from .synth import FPGA_GRAPH_NODES, FPGA_GRAPH_EDGES
+    syn = sub.add_parser("synth", help="synthesize, place and route the FrontEnd (with an "
+                                       "on-chip traffic generator) for an FPGA board with the "
+                                       "open toolchain; print resources and Fmax")
+    syn.add_argument("--board", default="ulx3s-85f", choices=sorted(BOARDS))
+    syn.add_argument("--channels", type=int, default=None,
+                     help=f"hardware channels (default {FrontEndConfig.channels})")
+    syn.add_argument("--fifo-depth", type=int, default=None,
+                     help=f"FIFO SRAM dwords (default {FrontEndConfig.fifo_depth})")
+    syn.add_argument("--graph-nodes", type=int, default=FPGA_GRAPH_NODES,
+                     help="graph walker nodes (default %(default)s; the simulation default "
+                          f"{FrontEndConfig.graph_nodes_max} needs more block RAM than an ECP5)")
+    syn.add_argument("--graph-edges", type=int, default=FPGA_GRAPH_EDGES)
+    syn.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    syn.add_argument("--out", default="build/synth", help="directory for reports and bitstream")
+    syn.add_argument("--check", action="store_true",
+                     help="only elaborate the design and convert it (seconds, no tools run)")
+    syn.set_defaults(func=cmd_synth)
 
     args = parser.parse_args(argv)
     if getattr(args, "max_connections", None) is not None and \

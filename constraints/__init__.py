@@ -1,0 +1,1 @@
+"""FPGA boards and the synthesis top level (see ``constraints/README.md``)."""
