@@ -56,6 +56,7 @@ class CoSim:
                                      profiled=profiler == "cupti")
         self.copies = CopyEngines(params, self.ev, self._copy_done)
         self._resp_free_ps = 0            # DMA read data path busy until
+        self._mmio_due = 0                # cycle of the latest MMIO write queued
         # what a dispatch refers to
         self.launches = {}                # descriptor address -> (Kernel, record)
         self.copy_jobs = {}               # dst address -> (Copy, record)
@@ -82,11 +83,15 @@ class CoSim:
     # -- KMD: MMIO -------------------------------------------------------------------------------
 
     def mmio_write(self, address, data, delay_ns=None):
-        """A posted MMIO write; it reaches the register after ``mmio_write_ns``."""
+        """A posted MMIO write; it reaches the register after ``mmio_write_ns`` (and after
+        every write posted before it)."""
         d = self.p.mmio_write_ns if delay_ns is None else delay_ns
         if address % CHANNEL_REGS == ChannelReg.GP_PUT.value:
             self.stats["doorbells"] += 1
-        self.ev.after(ps(d), self._push, "mmio", {"address": address, "data": data})
+        # queued now with the cycle it lands at (the backend jumps straight to it: one host
+        # round trip fewer than an event); posted writes arrive in order, never overtaking
+        self._mmio_due = max(self._cycle_of(self.ev.now + ps(d)), self._mmio_due)
+        self.backend.push("mmio", self._mmio_due, {"address": address, "data": data})
 
     def _push(self, port, payload):
         self.backend.push(port, self._cycle_of(self.ev.now), payload)

@@ -73,11 +73,18 @@ def syncpoint_address(cfg, index):
 def launch_descriptor(grid=(1, 1, 1), block=(32, 1, 1), block_ns=0, kernel_id=0,
                       regs_per_thread=32, shared_bytes=0):
     """The model's launch descriptor as a list of dwords (see LaunchDescriptor)."""
-    value = _pack(LaunchDescriptor, grid_x=grid[0], grid_y=grid[1], grid_z=grid[2],
-                  block_x=block[0], block_y=block[1], block_z=block[2],
-                  regs_per_thread=regs_per_thread, shared_bytes=shared_bytes,
-                  block_ns=block_ns, kernel_id=kernel_id)
+    value = _launch_descriptor_bits(tuple(grid), tuple(block), block_ns, regs_per_thread,
+                                    shared_bytes)
+    value |= _pack(LaunchDescriptor, kernel_id=kernel_id)
     return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(LAUNCH_DESCRIPTOR_DWORDS)]
+
+
+@functools.lru_cache(maxsize=1024)      # a program launches few distinct shapes, many times
+def _launch_descriptor_bits(grid, block, block_ns, regs_per_thread, shared_bytes):
+    return _pack(LaunchDescriptor, grid_x=grid[0], grid_y=grid[1], grid_z=grid[2],
+                 block_x=block[0], block_y=block[1], block_z=block[2],
+                 regs_per_thread=regs_per_thread, shared_bytes=shared_bytes,
+                 block_ns=block_ns)
 
 
 def decode_launch_descriptor(dwords):

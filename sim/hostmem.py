@@ -4,6 +4,7 @@ Allocation is a bump pointer, so regions are sorted and a lookup is a bisection.
 """
 
 import bisect
+from itertools import repeat
 
 
 class HostMemory:
@@ -25,15 +26,14 @@ class HostMemory:
         return i >= 0 and address + size <= self._ends[i]
 
     def write_dwords(self, address, dwords):
-        for i, d in enumerate(dwords):
-            self.words[address + 4 * i] = d & 0xFFFFFFFF
+        self.words.update(zip(range(address, address + 4 * len(dwords), 4),
+                              (d & 0xFFFFFFFF for d in dwords)))
 
     def read_dword(self, address):
         return self.words.get(address, 0)
 
     def read_dwords(self, address, count):
-        get = self.words.get
-        return [get(address + 4 * i, 0) for i in range(count)]
+        return list(map(self.words.get, range(address, address + 4 * count, 4), repeat(0)))
 
     def read64(self, address):
         return self.read_dword(address) | (self.read_dword(address + 4) << 32)

@@ -169,6 +169,12 @@ void gpufe_push(void *p, int queue, uint64_t due, const uint32_t *w) {
 }
 
 // n entries of payloads up to 64 bits at once
+// one entry whose payload fits 128 bits (every input port's does): no word array to fill
+void gpufe_push_u128(void *p, int queue, uint64_t due, uint64_t lo, uint64_t hi) {
+  uint32_t w[WORDS] = {uint32_t(lo), uint32_t(lo >> 32), uint32_t(hi), uint32_t(hi >> 32)};
+  gpufe_push(p, queue, due, w);
+}
+
 void gpufe_push_u64(void *p, int queue, int n, const uint64_t *dues, const uint64_t *values) {
   for (int i = 0; i < n; i++) {
     uint32_t w[WORDS] = {uint32_t(values[i]), uint32_t(values[i] >> 32)};
