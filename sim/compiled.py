@@ -191,6 +191,7 @@ class CxxrtlBackend(BackendBase):
             self._queue[n] = q
         self._objects = {}
         self.settings = {}
+        self.last_idle = self.quiet = True      # as of the last cycle run (drive keeps them)
         self._buf = (ctypes.c_uint32 * WORDS)()
         self._widths = {n: len(Value.cast(shape)) for n, shape in self._shapes.items()}
         self._narrow = {n: self._widths[f"{n}__payload"] <= 64 for n in INPUT_STREAMS}
@@ -209,22 +210,6 @@ class CxxrtlBackend(BackendBase):
         for i in range(WORDS):
             self._buf[i] = (value >> (32 * i)) & 0xFFFFFFFF
         return self._buf
-
-    @property
-    def cycle(self):
-        return self.lib.gpufe_cycle(self.h)
-
-    @cycle.setter
-    def cycle(self, value):
-        pass            # the C loop owns the cycle counter
-
-    @property
-    def last_idle(self):
-        return bool(self.lib.gpufe_last_idle(self.h))
-
-    @property
-    def quiet(self):
-        return bool(self.lib.gpufe_quiet(self.h))
 
     def offers(self):
         return _OFFERS[self.lib.gpufe_offers(self.h)]
@@ -262,13 +247,16 @@ class CxxrtlBackend(BackendBase):
             self.lib.gpufe_set(self.h, self._object(f"{n}__ready"), self._words(1))
         for n, v in self.settings.items():
             self.lib.gpufe_set(self.h, self._object(n), self._words(v))
+        run, cycle, h = self.lib.gpufe_run, self.lib.gpufe_cycle, self.h
         until = harness(self, "start")
         consume = 0
         reasons = {1: "transfer", 2: "until", 3: "idle"}
         try:
             while until is not False:
-                r = self.lib.gpufe_run(self.h, 2**64 - 1 if until is None else until, consume,
-                                       BUSY_CAP)
+                r = run(h, 2**64 - 1 if until is None else until, consume, BUSY_CAP)
+                # what the harness reads at every stop, kept here: no call per read
+                self.cycle, self.quiet, self.last_idle = cycle(h), bool(r & 16), bool(r & 32)
+                r &= 15
                 if r == 5:
                     raise RuntimeError("the compiled FrontEnd has combinational feedback (it "
                                        "needs delta cycles); use --backend pysim")

@@ -214,7 +214,7 @@ void gpufe_stats(void *p, uint64_t *out) {
 
 // Returns 1 transfer offered, 2 `until` reached, 3 idle with nothing queued, 4 busy too long,
 // 5 the design needs delta cycles.
-int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
+static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
   Sim *s = (Sim *)p;
   uint64_t busy = 0;
   const uint32_t zero[WORDS] = {0};
@@ -301,6 +301,14 @@ int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
     if (busy > busy_cap)
       return 4;
   }
+}
+
+// run_cycles' reason (1 transfer, 2 until, 3 idle, 4 busy cap, 5 delta cycles), with the state
+// the host reads after every stop folded in: bit 4 quiet, bit 5 last_idle
+int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
+  int r = run_cycles(p, until, consume, busy_cap);
+  Sim *s = (Sim *)p;
+  return r | int(s->quiet) << 4 | int(s->last_idle) << 5;
 }
 
 }  // extern "C"
