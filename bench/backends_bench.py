@@ -7,12 +7,13 @@ the ratios, all from this one run. Runs that would take too long are left out: A
 simulator above ``--pysim-max`` launches, and without jumps above ``--pysim-no-jumps-max``
 (it would clock every idle cycle: about 6,000 per launch).
 
-    python bench/backends_bench.py [--launches 200 2000 20000] [--pysim-max 20000]
+    python bench/backends_bench.py [--launches 200 2000 20000] [--pysim-max 20000] [--repeat 3]
 """
 
 import argparse
 import os
 import platform
+import statistics
 import time
 
 from sim.params import load
@@ -20,10 +21,14 @@ from sim.run import simulate
 from host_bench import launch_workload
 
 
-def measure(w, params, backend, jumps):
-    t0 = time.perf_counter()
-    r = simulate(w, params, backend=backend, jumps=jumps)
-    wall = time.perf_counter() - t0
+def measure(w, params, backend, jumps, repeat=1):
+    """One simulation, timed; with ``repeat``, the median wall time of that many."""
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        r = simulate(w, params, backend=backend, jumps=jumps)
+        walls.append(time.perf_counter() - t0)
+    wall = statistics.median(walls)
     kernels = sum(1 for x in r.records if x["kind"] == "kernel")
     st = r.stats
     simulated = st["rtl_cycles"] + st["jumped_cycles"] + st.get("stable_cycles_skipped", 0)
@@ -38,10 +43,15 @@ def main():
                     help="largest workload to run on Amaranth's simulator")
     ap.add_argument("--pysim-no-jumps-max", type=int, default=200,
                     help="largest workload to run on Amaranth's simulator with jumps off")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="compiled runs with jumps on are this many, their median wall time "
+                         "counts (they are short, so a moment of load elsewhere would skew "
+                         "one); every other run is one")
     args = ap.parse_args()
     params = load("h200")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python "
-          f"{platform.python_version()}; params h200, 8 connections")
+          f"{platform.python_version()}; params h200, 8 connections; load average "
+          f"{os.getloadavg()[0]:.2f} (1 min) at start")
     simulate(launch_workload(8), params, backend="compiled")     # build (or load) it first
     for n in args.launches:
         w = launch_workload(n)
@@ -52,7 +62,9 @@ def main():
                     continue
                 if backend == "pysim" and not jumps and n > args.pysim_no_jumps_max:
                     continue
-                rows[backend, jumps] = m = measure(w, params, backend, jumps)
+                rows[backend, jumps] = m = measure(
+                    w, params, backend, jumps,
+                    args.repeat if (backend, jumps) == ("compiled", True) else 1)
                 print(f"  {n:6d} launches  {backend:8s} jumps {'on ' if jumps else 'off'}: "
                       f"wall {m['wall']:8.2f} s, {m['cycles']:10,d} cycles clocked "
                       f"({m['cycles'] / m['wall']:9,.0f}/s), "
@@ -69,6 +81,9 @@ def main():
         if c and c0:
             print(f"  {n:6d} launches, compiled: jumps on / off = {c0['wall'] / c['wall']:.1f}x "
                   f"(timelines identical: {c['result'].records == c0['result'].records})")
+
+
+    print(f"load average {os.getloadavg()[1]:.2f} over the last 5 min at the end")
 
 
 if __name__ == "__main__":
