@@ -35,6 +35,7 @@ def main():
                                                     "8:4096", "32:4096"],
                     help="channels:fifo_depth pairs")
     ap.add_argument("--out", default="build/synth_table")
+    ap.add_argument("--clock-mhz", type=float, default=synth.CLOCK_MHZ)
     args = ap.parse_args()
     b = board(args.board)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpus; board {b.name}", flush=True)
@@ -42,7 +43,7 @@ def main():
     for size in args.sizes:
         channels, depth = (int(x) for x in size.split(":"))
         out = pathlib.Path(args.out) / f"c{channels}_f{depth}"
-        s = synth.run(b, synth.fpga_config(channels, depth), out)
+        s = synth.run(b, synth.fpga_config(channels, depth), out, clock_mhz=args.clock_mhz)
         summaries.append(s)
         print(synth.format_summary(s), flush=True)
     print("\n| channels | FIFO dwords | LUT4 | FF | DP16KD | LUTRAM | Fmax MHz | logic levels | "

@@ -311,16 +311,23 @@ class ExerciserTop(wiring.Component):
 
 
 class BoardTop(wiring.Component):
-    """ExerciserTop on a board: its LEDs on the board's LEDs, its clock the board's."""
+    """ExerciserTop on a board: its LEDs on the board's LEDs; its clock from the board's
+    oscillator through a PLL at ``clock_mhz`` (None: the oscillator itself)."""
 
-    def __init__(self, exerciser, n_leds=8):
+    def __init__(self, exerciser, board, clock_mhz=None):
         self.exerciser = exerciser
-        self._n_leds = n_leds
+        self.board = board
+        self.clock_mhz = clock_mhz
         super().__init__({})
 
     def elaborate(self, platform):
+        from .ecp5_pll import Ecp5Pll
         m = Module()
         m.submodules.exerciser = ex = self.exerciser
-        for i in range(self._n_leds):
+        if self.clock_mhz:
+            clk = platform.request(platform.default_clk, dir="i")
+            f_in = platform.default_clk_frequency / 1e6
+            m.submodules.pll = Ecp5Pll(clk.i, f_in, self.clock_mhz)
+        for i in range(self.board.leds):
             m.d.comb += platform.request("led", i).o.eq(ex.leds[i])
         return m

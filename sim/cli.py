@@ -135,7 +135,7 @@ def cmd_synth(args):
         print(synth.check(cfg))
         return 0
     try:
-        summary = synth.run(b, cfg, args.out, seed=args.seed,
+        summary = synth.run(b, cfg, args.out, seed=args.seed, clock_mhz=args.clock_mhz,
                             log=lambda m: print(m, file=sys.stderr))
     except synth.SynthError as e:
         print(f"gpufe synth: {e}", file=sys.stderr)
@@ -207,7 +207,7 @@ def main(argv=None):
     cal.set_defaults(func=cmd_calibrate)
 
     from constraints.boards import BOARDS
-    from .synth import FPGA_GRAPH_NODES, FPGA_GRAPH_EDGES
+    from .synth import FPGA_GRAPH_NODES, FPGA_GRAPH_EDGES, CLOCK_MHZ
     syn = sub.add_parser("synth", help="synthesize, place and route the FrontEnd (with an "
                                        "on-chip traffic generator) for an FPGA board with the "
                                        "open toolchain; print resources and Fmax")
@@ -220,6 +220,9 @@ def main(argv=None):
                      help="graph walker nodes (default %(default)s; the simulation default "
                           f"{FrontEndConfig.graph_nodes_max} needs more block RAM than an ECP5)")
     syn.add_argument("--graph-edges", type=int, default=FPGA_GRAPH_EDGES)
+    syn.add_argument("--clock-mhz", type=float, default=CLOCK_MHZ,
+                     help="front-end clock from the board's PLL (default %(default)s; 0: the "
+                          "board oscillator itself)")
     syn.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     syn.add_argument("--out", default="build/synth", help="directory for reports and bitstream")
     syn.add_argument("--check", action="store_true",

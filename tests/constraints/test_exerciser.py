@@ -72,3 +72,27 @@ def test_default_fpga_design_elaborates_and_converts():
 def test_unknown_board_is_named():
     with pytest.raises(ValueError, match="unknown board 'de10'.*ulx3s-85f"):
         board("de10")
+
+
+def test_pll_dividers_stay_in_the_ecp5_ranges():
+    from constraints.ecp5_pll import pll_params, PFD_MHZ, VCO_MHZ
+    for want in (5, 10, 12, 20, 33.3, 50, 100):
+        clki, clkfb, clkop, got = pll_params(25, want)
+        assert got == pytest.approx(25 * clkfb / clki)
+        assert got <= want + 1e-9 and got >= 0.8 * want
+        assert PFD_MHZ[0] <= 25 / clki <= PFD_MHZ[1]
+        assert VCO_MHZ[0] <= got * clkop <= VCO_MHZ[1]
+    assert pll_params(25, 10)[3] == 10
+    with pytest.raises(ValueError, match="no ECP5 PLL setting"):
+        pll_params(25, 1)
+
+
+def test_board_build_files_carry_the_pll_and_the_leds(tmp_path):
+    cfg = synth.fpga_config(channels=4, fifo_depth=256, graph_nodes=64, graph_edges=128)
+    script = synth.prepare(board("ulx3s-85f"), cfg, tmp_path, seed=3, clock_mhz=10)
+    text = script.read_text()
+    assert "--seed 3" in text and "--report frontend.report.json" in text
+    il = (tmp_path / "frontend.il").read_text()
+    assert "EHXPLLL" in il and "CLKOP_DIV" in il
+    lpf = (tmp_path / "frontend.lpf").read_text()
+    assert lpf.count('LOCATE COMP "led_') == 8
