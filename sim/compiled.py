@@ -10,6 +10,7 @@ transaction. If a tool is missing, :class:`BackendUnavailable` says which.
 """
 
 import ctypes
+from array import array
 import hashlib
 import json
 import os
@@ -165,8 +166,7 @@ class CxxrtlBackend(BackendBase):
                                           ctypes.c_char_p]),
                 ("gpufe_push", None, [vp, i32, u64, words]), ("gpufe_queued", i32, [vp]),
                 ("gpufe_push_u128", None, [vp, i32, u64, u64, u64]),
-                ("gpufe_push_u64", None, [vp, i32, i32, ctypes.POINTER(u64),
-                                          ctypes.POINTER(u64)]),
+                ("gpufe_push_u64", None, [vp, i32, i32, vp, vp]),
                 ("gpufe_quiet", i32, [vp]), ("gpufe_offers", i32, [vp]),
                 ("gpufe_write_ready_from", None, [vp, u64]),
                 ("gpufe_set", None, [vp, vp, words]), ("gpufe_get", None, [vp, vp, words]),
@@ -225,8 +225,10 @@ class CxxrtlBackend(BackendBase):
     def push_packed(self, port, cycles, values):
         n = len(cycles)
         if self._narrow[port]:
-            self.lib.gpufe_push_u64(self.h, self._queue[port], n, (ctypes.c_uint64 * n)(*cycles),
-                                    (ctypes.c_uint64 * n)(*values))
+            # array('Q') buffers: built in C, cheaper than ctypes arrays
+            c, v = array("Q", cycles), array("Q", values)
+            self.lib.gpufe_push_u64(self.h, self._queue[port], n, c.buffer_info()[0],
+                                    v.buffer_info()[0])
         else:
             for c, v in zip(cycles, values):
                 self.lib.gpufe_push(self.h, self._queue[port], c, self._words(v))
@@ -266,10 +268,11 @@ class CxxrtlBackend(BackendBase):
                 consume = int(r == 1)
                 until = harness(self, reasons[r])
         finally:
-            out = (ctypes.c_uint64 * 5)()
+            out = (ctypes.c_uint64 * 6)()
             self.lib.gpufe_stats(self.h, out)
             self.stats.update(rtl_cycles=out[0], jumped_cycles=out[1], jumps=out[2],
-                              stable_cycles_skipped=out[3], stable_skips=out[4])
+                              stable_cycles_skipped=out[3], stable_skips=out[4],
+                              rtl_wall_s=out[5] / 1e9)
 
     def __del__(self):
         h = getattr(self, "h", None)

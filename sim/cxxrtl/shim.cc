@@ -9,6 +9,7 @@
 //
 // Built apart from the design (design.cc, compiled once per parameter set, holds the CXXRTL
 // C API), so that changing this loop does not recompile the design.
+#include <chrono>
 #include <cxxrtl/capi/cxxrtl_capi.h>
 #include <cstdint>
 #include <algorithm>
@@ -46,6 +47,7 @@ struct Sim {
   bool stable = false, last_wr_ready = false;
   uint32_t last_offered = 0;
   uint64_t clocked = 0, jumped = 0, njumps = 0, skipped = 0, nskips = 0;
+  uint64_t run_ns = 0;    // wall time inside gpufe_run: the C side's share of a run
 };
 
 size_t words(const cxxrtl_object *o) { return (o->width + 31) / 32; }
@@ -210,6 +212,7 @@ void gpufe_stats(void *p, uint64_t *out) {
   out[2] = s->njumps;
   out[3] = s->skipped;
   out[4] = s->nskips;
+  out[5] = s->run_ns;
 }
 
 // Returns 1 transfer offered, 2 `until` reached, 3 idle with nothing queued, 4 busy too long,
@@ -306,8 +309,11 @@ static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
 // run_cycles' reason (1 transfer, 2 until, 3 idle, 4 busy cap, 5 delta cycles), with the state
 // the host reads after every stop folded in: bit 4 quiet, bit 5 last_idle
 int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
+  auto t0 = std::chrono::steady_clock::now();
   int r = run_cycles(p, until, consume, busy_cap);
   Sim *s = (Sim *)p;
+  s->run_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now() - t0).count();
   return r | int(s->quiet) << 4 | int(s->last_idle) << 5;
 }
 
