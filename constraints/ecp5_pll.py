@@ -7,7 +7,7 @@ the phase detector runs at ``f_in / CLKI_DIV`` (3.125 to 400 MHz), the output at
 (400 to 800 MHz), as the ECP5 sysCLOCK guide (TN1263) gives them.
 """
 
-from amaranth import Module, Signal, ClockDomain, Instance, Elaboratable
+from amaranth import Module, Signal, Instance, Elaboratable
 from amaranth.lib.cdc import ResetSynchronizer
 
 PFD_MHZ = (3.125, 400.0)
@@ -39,18 +39,20 @@ def pll_params(f_in, f_out):
 
 
 class Ecp5Pll(Elaboratable):
-    """``sync`` at about ``f_out`` MHz from ``clk_in`` (``f_in`` MHz); held in reset until the
-    PLL locks. ``frequency`` is what the dividers give, in Hz."""
+    """Clocks ``domain`` (a ClockDomain its parent defines) at about ``f_out`` MHz from
+    ``clk_in`` (``f_in`` MHz), held in reset until the PLL locks. ``frequency`` is what the
+    dividers give, in Hz."""
 
-    def __init__(self, clk_in, f_in, f_out):
+    def __init__(self, clk_in, f_in, f_out, domain):
         self.clk_in = clk_in
+        self.domain = domain
         self.f_in = f_in
         self.clki, self.clkfb, self.clkop, mhz = pll_params(f_in, f_out)
         self.frequency = mhz * 1e6
 
     def elaborate(self, platform):
         m = Module()
-        m.domains.sync = cd = ClockDomain("sync")
+        cd = self.domain
         locked = Signal()
         m.submodules.pll = Instance(
             "EHXPLLL",
@@ -65,7 +67,7 @@ class Ecp5Pll(Elaboratable):
             i_CLKI=self.clk_in, i_CLKFB=cd.clk, i_RST=0, i_STDBY=0, i_PHASESEL0=0,
             i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1, i_PLLWAKESYNC=0,
             i_ENCLKOP=0, o_CLKOP=cd.clk, o_LOCK=locked)
-        m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
+        m.submodules.reset_sync = ResetSynchronizer(~locked, domain=cd.name)
         if platform is not None:
             platform.add_clock_constraint(cd.clk, self.frequency)
         return m

@@ -25,8 +25,8 @@ Timing: the sequencer writes at most one register every other cycle; a DMA read 
 first dword two cycles after the request is taken.
 """
 
-from amaranth import Module, Signal, Cat, Const
-from amaranth.lib import wiring, data
+from amaranth import Module, Signal, Cat, Const, ClockDomain
+from amaranth.lib import wiring, data, io
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -325,9 +325,13 @@ class BoardTop(wiring.Component):
         m = Module()
         m.submodules.exerciser = ex = self.exerciser
         if self.clock_mhz:
-            clk = platform.request(platform.default_clk, dir="i")
+            m.submodules.clk_buf = clk = io.Buffer("i", platform.request(platform.default_clk,
+                                                                          dir="-"))
             f_in = platform.default_clk_frequency / 1e6
-            m.submodules.pll = Ecp5Pll(clk.i, f_in, self.clock_mhz)
+            m.domains.sync = cd = ClockDomain("sync")
+            m.submodules.pll = Ecp5Pll(clk.i, f_in, self.clock_mhz, cd)
         for i in range(self.board.leds):
-            m.d.comb += platform.request("led", i).o.eq(ex.leds[i])
+            m.submodules[f"led_buf{i}"] = led = io.Buffer("o", platform.request("led", i,
+                                                                              dir="-"))
+            m.d.comb += led.o.eq(ex.leds[i])
         return m
