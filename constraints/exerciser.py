@@ -34,6 +34,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.frontend import FrontEnd
 from rtl.layouts import (ChannelReg, GlobalReg, GLOBAL_PAGE, CHANNEL_REGS, Method,
                          launch_record_layout, copy_record_layout)
+from sim import hostmem
 from sim.encode import (PushBuffer, gp_entry, syncpoint_address, launch_descriptor,
                         encode_graph_node)
 
@@ -71,20 +72,17 @@ class Lfsr(wiring.Component):
 
 def host_image(cfg, mem_words):
     """Dwords of the exerciser's host memory, and each channel's ring byte address."""
-    words = [0] * mem_words
-    top = [0]
+    memory = hostmem.HostMemory(base=HOST_BASE)
+    end = HOST_BASE + 4 * mem_words
 
     def alloc(n_words, align=1):          # align in dwords
-        addr = (top[0] + align - 1) // align * align
-        top[0] = addr + n_words
-        if top[0] > mem_words:
+        address = memory.alloc(4 * n_words, align=4 * align)
+        if address + 4 * n_words > end:
             raise ValueError(f"the exerciser's host image needs more than {mem_words} dwords "
                              f"for {cfg.channels} channels")
-        return HOST_BASE + 4 * addr
+        return address
 
-    def put(address, dwords):
-        i = (address - HOST_BASE) // 4
-        words[i:i + len(dwords)] = dwords
+    put = memory.write_dwords
 
     descriptor = alloc(8, align=64)       # 256-byte aligned, as SEND_PCAS_A needs
     put(descriptor, launch_descriptor(grid=(4, 1, 1), block=(128, 1, 1), block_ns=100))
@@ -115,7 +113,7 @@ def host_image(cfg, mem_words):
             entries += [e & 0xFFFFFFFF, e >> 32]
         put(ring, entries)
         rings.append(ring)
-    return words, rings
+    return memory.read_dwords(HOST_BASE, mem_words), rings
 
 
 def setup_writes(cfg, rings):

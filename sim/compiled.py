@@ -167,10 +167,10 @@ class CxxrtlBackend(BackendBase):
                 ("gpufe_push", None, [vp, i32, u64, words]), ("gpufe_queued", i32, [vp]),
                 ("gpufe_push_u128", None, [vp, i32, u64, u64, u64]),
                 ("gpufe_push_u64", None, [vp, i32, i32, vp, vp]),
-                ("gpufe_quiet", i32, [vp]), ("gpufe_offers", i32, [vp]),
+                ("gpufe_offers", i32, [vp]),
                 ("gpufe_write_ready_from", None, [vp, u64]),
                 ("gpufe_set", None, [vp, vp, words]), ("gpufe_get", None, [vp, vp, words]),
-                ("gpufe_cycle", u64, [vp]), ("gpufe_last_idle", i32, [vp]),
+                ("gpufe_cycle", u64, [vp]),
                 ("gpufe_stats", None, [vp, ctypes.POINTER(u64)]),
                 ("gpufe_run", i32, [vp, u64, i32, u64])):
             f = getattr(lib, name)

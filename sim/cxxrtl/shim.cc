@@ -201,8 +201,6 @@ void gpufe_get(void *p, void *obj, uint32_t *w) {
 }
 
 uint64_t gpufe_cycle(void *p) { return ((Sim *)p)->cycle; }
-int gpufe_last_idle(void *p) { return ((Sim *)p)->last_idle; }
-int gpufe_quiet(void *p) { return ((Sim *)p)->quiet; }
 int gpufe_offers(void *p) { return ((Sim *)p)->offers; }
 
 void gpufe_stats(void *p, uint64_t *out) {
