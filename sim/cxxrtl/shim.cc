@@ -70,8 +70,7 @@ bool bit(const cxxrtl_object *o) { return o->curr[0] & 1; }
 // One evaluation a cycle. The design is fully flattened with no combinational feedback, so
 // one eval() with a rising clock both settles the combinational logic on this cycle's inputs
 // and computes every flip-flop's next value; until commit() the outputs read as this cycle's
-// settled values (flip-flops still hold their current state). commit() is the edge; a
-// second commit with the clock low readies the next rising edge.
+// settled values (flip-flops still hold their current state). commit() is the edge.
 // Returns false if the design did not settle in one pass (combinational feedback): this loop
 // cannot run it.
 bool settle_and_sample(Sim *s) {
@@ -79,11 +78,12 @@ bool settle_and_sample(Sim *s) {
   return cxxrtl_eval(s->h);
 }
 
-// Returns whether any flip-flop or memory word changed.
+// The clock edge. Returns whether any flip-flop or memory word changed. The clock input is a
+// plain value (no next state) that commit() copies to the design's edge detector, so lowering
+// it before the commit readies the next rising edge: one commit a cycle, not two.
 bool edge(Sim *s) {
-  bool changed = cxxrtl_commit(s->h);
   s->clk->next[0] = 0;
-  cxxrtl_commit(s->h);
+  bool changed = cxxrtl_commit(s->h);
   s->clocked++;
   return changed;
 }
@@ -170,13 +170,13 @@ void gpufe_push(void *p, int queue, uint64_t due, const uint32_t *w) {
   ((Sim *)p)->queues[queue].q.push_back(e);
 }
 
-// n entries of payloads up to 64 bits at once
 // one entry whose payload fits 128 bits (every input port's does): no word array to fill
 void gpufe_push_u128(void *p, int queue, uint64_t due, uint64_t lo, uint64_t hi) {
   uint32_t w[WORDS] = {uint32_t(lo), uint32_t(lo >> 32), uint32_t(hi), uint32_t(hi >> 32)};
   gpufe_push(p, queue, due, w);
 }
 
+// n entries of payloads up to 64 bits at once
 void gpufe_push_u64(void *p, int queue, int n, const uint64_t *dues, const uint64_t *values) {
   for (int i = 0; i < n; i++) {
     uint32_t w[WORDS] = {uint32_t(values[i]), uint32_t(values[i] >> 32)};
