@@ -24,7 +24,8 @@ from amaranth.hdl import Value
 
 from .backend import BackendBase, INPUT_STREAMS, BUSY_CAP
 
-# outputs that stop the C loop, in the order of gpufe_offers' bits; dma_write is the next bit
+# outputs that stop the C loop, in the order of the status block's offer bits; dma_write is
+# the next bit
 STOP_STREAMS = ("dma_read_req", "compute", "copy")
 _OFFERS = {m: tuple(n for i, n in enumerate(STOP_STREAMS + ("dma_write",)) if m >> i & 1)
            for m in range(16)}
@@ -33,8 +34,12 @@ SHIM = pathlib.Path(__file__).parent / "cxxrtl" / "shim.cc"
 WORDS = 8
 _U64 = (1 << 64) - 1
 # -march=native: the library is built on, and cached for, the machine that runs it (the
-# cache key holds the CPU model); about 10% less time a cycle than generic x86-64 here
-CXXFLAGS = ["-std=c++17", "-O3", "-march=native", "-fPIC", "-w"]
+# cache key holds the CPU model); about 10% less time a cycle than generic x86-64 here.
+# No auto-vectorisation: GCC packs CXXRTL's many small values into vector registers and back
+# (insert/extract), which cost more than they save: 11% less C time a cycle measured here
+# (-O2 was 40% slower than -O3).
+CXXFLAGS = ["-std=c++17", "-O3", "-march=native", "-fno-tree-vectorize",
+            "-fno-tree-slp-vectorize", "-fPIC", "-w"]
 
 
 class BackendUnavailable(RuntimeError):
@@ -164,13 +169,12 @@ class CxxrtlBackend(BackendBase):
                  + [ctypes.POINTER(ctypes.c_char_p), i32, u64, i32]),
                 ("gpufe_add_queue", i32, [vp, ctypes.c_char_p, ctypes.c_char_p,
                                           ctypes.c_char_p]),
-                ("gpufe_push", None, [vp, i32, u64, words]), ("gpufe_queued", i32, [vp]),
+                ("gpufe_push", None, [vp, i32, u64, words]),
                 ("gpufe_push_u128", None, [vp, i32, u64, u64, u64]),
                 ("gpufe_push_u64", None, [vp, i32, i32, vp, vp]),
-                ("gpufe_offers", i32, [vp]),
                 ("gpufe_write_ready_from", None, [vp, u64]),
                 ("gpufe_set", None, [vp, vp, words]), ("gpufe_get", None, [vp, vp, words]),
-                ("gpufe_cycle", u64, [vp]),
+                ("gpufe_status", i32, [vp, vp, ctypes.POINTER(ctypes.c_char_p), i32]),
                 ("gpufe_stats", None, [vp, ctypes.POINTER(u64)]),
                 ("gpufe_run", i32, [vp, u64, i32, u64])):
             f = getattr(lib, name)
@@ -189,6 +193,14 @@ class CxxrtlBackend(BackendBase):
             if q < 0:
                 raise BackendUnavailable(f"compiled model lacks input stream {n}")
             self._queue[n] = q
+        # the status block the C loop writes at every stop (cycle, offers, queued, payloads)
+        outs = STOP_STREAMS + ("dma_write",)
+        self._status = array("Q", bytes(8 * (3 + len(outs) * WORDS // 2)))
+        names = (ctypes.c_char_p * len(outs))(*[f"{n}__payload".encode() for n in outs])
+        if lib.gpufe_status(self.h, self._status.buffer_info()[0], names, len(outs)):
+            raise BackendUnavailable("compiled model lacks an output stream's payload")
+        self._slot = {f"{n}__payload": 3 + i * WORDS // 2 for i, n in enumerate(outs)}
+        self._pushed = 0                        # entries pushed since the last stop
         self._objects = {}
         self.settings = {}
         self.last_idle = self.quiet = True      # as of the last cycle run (drive keeps them)
@@ -212,9 +224,10 @@ class CxxrtlBackend(BackendBase):
         return self._buf
 
     def offers(self):
-        return _OFFERS[self.lib.gpufe_offers(self.h)]
+        return _OFFERS[self._status[1]]
 
     def push(self, port, cycle, payload):
+        self._pushed += 1
         bits = self.pack(f"{port}__payload", payload)
         if self._wide[port]:
             self.lib.gpufe_push(self.h, self._queue[port], cycle, self._words(bits))
@@ -224,6 +237,7 @@ class CxxrtlBackend(BackendBase):
 
     def push_packed(self, port, cycles, values):
         n = len(cycles)
+        self._pushed += n
         if self._narrow[port]:
             # array('Q') buffers: built in C, cheaper than ctypes arrays
             c, v = array("Q", cycles), array("Q", values)
@@ -237,11 +251,15 @@ class CxxrtlBackend(BackendBase):
         self.lib.gpufe_write_ready_from(self.h, cycle)
 
     def queued(self):
-        return self.lib.gpufe_queued(self.h)
+        return self._status[2] + self._pushed
 
     def get(self, name):
-        self.lib.gpufe_get(self.h, self._object(name), self._buf)
-        bits = int.from_bytes(self._buf, "little")
+        slot = self._slot.get(name)
+        if slot is None:
+            self.lib.gpufe_get(self.h, self._object(name), self._buf)
+            bits = int.from_bytes(self._buf, "little")
+        else:                                   # an offered payload, copied at the stop
+            bits = int.from_bytes(self._status[slot:slot + WORDS // 2].tobytes(), "little")
         return self.unpack(name, bits & ((1 << self._widths.get(name, 1)) - 1))
 
     def drive(self, harness):
@@ -249,7 +267,7 @@ class CxxrtlBackend(BackendBase):
             self.lib.gpufe_set(self.h, self._object(f"{n}__ready"), self._words(1))
         for n, v in self.settings.items():
             self.lib.gpufe_set(self.h, self._object(n), self._words(v))
-        run, cycle, h = self.lib.gpufe_run, self.lib.gpufe_cycle, self.h
+        run, h, status = self.lib.gpufe_run, self.h, self._status
         until = harness(self, "start")
         consume = 0
         reasons = {1: "transfer", 2: "until", 3: "idle"}
@@ -257,7 +275,8 @@ class CxxrtlBackend(BackendBase):
             while until is not False:
                 r = run(h, 2**64 - 1 if until is None else until, consume, BUSY_CAP)
                 # what the harness reads at every stop, kept here: no call per read
-                self.cycle, self.quiet, self.last_idle = cycle(h), bool(r & 16), bool(r & 32)
+                self.cycle, self.quiet, self.last_idle = status[0], bool(r & 16), bool(r & 32)
+                self._pushed = 0
                 r &= 15
                 if r == 5:
                     raise RuntimeError("the compiled FrontEnd has combinational feedback (it "

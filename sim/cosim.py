@@ -16,6 +16,7 @@ The CPU thread is a generator that yields what it waits for:
   ``why``.
 """
 
+import gc
 import sys
 from collections import deque, defaultdict
 
@@ -56,6 +57,11 @@ class CoSim:
                                      profiled=profiler == "cupti")
         self.copies = CopyEngines(params, self.ev, self._copy_done)
         self._resp_free_ps = 0            # DMA read data path busy until
+        # the link's latencies in ps, once (they are looked up at every transfer)
+        self._dma_write_ps = ps(params.dma_write_ns)
+        self._dma_read_ps = ps(params.dma_read_latency_ns)
+        self._visible_ps = ps(params.host_write_visible_ns)
+        self._dma_step_ps = max(self.cycle_ps, ps(4 / params.dma_read_bytes_per_ns))
         self._mmio_due = 0                # cycle of the latest MMIO write queued
         # what a dispatch refers to
         self.launches = {}                # descriptor address -> (Kernel, record)
@@ -194,8 +200,8 @@ class CoSim:
             self._dma_read(b.get("dma_read_req__payload"), t)
         if "dma_write" in offers:
             w = b.get("dma_write__payload")
-            b.write_ready_from(self._cycle_of(t + ps(self.p.dma_write_ns)))
-            self.ev.at(t + ps(self.p.host_write_visible_ns), self._host_write,
+            b.write_ready_from(self._cycle_of(t + self._dma_write_ps))
+            self.ev.at(t + self._visible_ps, self._host_write,
                        w.address, w.data, w.wide)
         if "compute" in offers:
             rec = b.get("compute__payload")
@@ -216,8 +222,8 @@ class CoSim:
             self.copies.launch(job)
 
     def _dma_read(self, rq, t):
-        start = max(t + ps(self.p.dma_read_latency_ns), self._resp_free_ps)
-        step = max(self.cycle_ps, ps(4 / self.p.dma_read_bytes_per_ns))
+        start = max(t + self._dma_read_ps, self._resp_free_ps)
+        step = self._dma_step_ps
         error = not self.mem.mapped(rq.address, 4 * rq.count)
         o = self._resp_offsets
         fixed = rq.tag << o["tag"] | int(error) << o["error"]
@@ -233,12 +239,21 @@ class CoSim:
         if cb is not None:
             # the GPU has read the whole segment: its ring entry and buffer are free again
             # once GP_GET is written back
-            self.ev.at(start + rq.count * step + ps(self.p.host_write_visible_ns), cb)
+            self.ev.at(start + rq.count * step + self._visible_ps, cb)
 
     # -- running ---------------------------------------------------------------------------------
 
     def run(self):
-        self.backend.drive(self._harness)
+        # The run allocates records, events and payloads by the million and frees them by
+        # reference counting; the cyclic collector's passes over the growing heap would find
+        # nothing, so it waits until the run ends.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self.backend.drive(self._harness)
+        finally:
+            if collecting:
+                gc.enable()
         self.stats.update(self.backend.stats)
         self.stats["jumped_ns"] = self.backend.stats["jumped_cycles"] * self.cycle_ps // 1000
         if self.error:

@@ -15,7 +15,7 @@ def finish_records(header, marks, records, end_ns):
     out = [dict(header)]
     body = []
     for rec in records:
-        r = {k: v for k, v in rec.items() if not k.startswith("_")}
+        r = {k: v for k, v in rec.items() if k[0] != "_"}
         job = rec.get("_kernel") or rec.get("_copy")
         if job is not None:
             if job.start is None or job.end is None:

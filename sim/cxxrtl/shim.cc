@@ -48,6 +48,10 @@ struct Sim {
   uint32_t last_offered = 0;
   uint64_t clocked = 0, jumped = 0, njumps = 0, skipped = 0, nskips = 0;
   uint64_t run_ns = 0;    // wall time inside gpufe_run: the C side's share of a run
+  // Python's status block (see gpufe_status): what the host reads after every stop, written
+  // here so that reading it is not a call through ctypes each
+  uint64_t *status = nullptr;
+  std::vector<cxxrtl_object *> out_payloads;   // the stop streams' payloads, then dma_write's
 };
 
 size_t words(const cxxrtl_object *o) { return (o->width + 31) / 32; }
@@ -108,6 +112,14 @@ uint64_t stable_until(Sim *s, uint64_t c, uint64_t until) {
   if (!wr)
     t = std::min(t, s->write_ready_from);
   return t;
+}
+
+// entries queued on all inputs
+int queued(const Sim *s) {
+  int n = 0;
+  for (auto &q : s->queues)
+    n += int(q.q.size());
+  return n;
 }
 
 }  // namespace
@@ -184,12 +196,6 @@ void gpufe_push_u64(void *p, int queue, int n, const uint64_t *dues, const uint6
   }
 }
 
-int gpufe_queued(void *p) {
-  int n = 0;
-  for (auto &q : ((Sim *)p)->queues)
-    n += int(q.q.size());
-  return n;
-}
 
 void gpufe_write_ready_from(void *p, uint64_t cycle) { ((Sim *)p)->write_ready_from = cycle; }
 
@@ -200,8 +206,39 @@ void gpufe_get(void *p, void *obj, uint32_t *w) {
   memcpy(w, o->curr, 4 * words(o));
 }
 
-uint64_t gpufe_cycle(void *p) { return ((Sim *)p)->cycle; }
-int gpufe_offers(void *p) { return ((Sim *)p)->offers; }
+// Registers the status block Python reads after every gpufe_run: [0] cycle, [1] offers (bit per
+// stop stream, then dma_write), [2] entries queued on the inputs, then from [3] on, at a
+// transfer stop, each offered stream's payload in WORDS 32-bit words (WORDS / 2 slots each,
+// in the order the payloads were named).
+int gpufe_status(void *p, uint64_t *status, const char **payloads, int n) {
+  Sim *s = (Sim *)p;
+  s->status = status;
+  for (int i = 0; i < n; i++) {
+    cxxrtl_object *o = cxxrtl_get(s->h, payloads[i]);
+    if (!o || words(o) > WORDS)
+      return -1 - i;
+    s->out_payloads.push_back(o);
+  }
+  return 0;
+}
+
+static void write_status(Sim *s, int reason) {
+  uint64_t *st = s->status;
+  if (!st)
+    return;
+  st[0] = s->cycle;
+  st[1] = reason == 1 ? s->offers : 0;
+  st[2] = queued(s);
+  if (reason == 1)
+    for (size_t i = 0; i < s->out_payloads.size(); i++)
+      if (s->offers >> i & 1) {
+        cxxrtl_object *o = s->out_payloads[i];
+        uint32_t *dst = (uint32_t *)(st + 3 + i * (WORDS / 2));
+        memset(dst, 0, 4 * WORDS);
+        memcpy(dst, o->curr, 4 * words(o));
+      }
+}
+
 
 void gpufe_stats(void *p, uint64_t *out) {
   Sim *s = (Sim *)p;
@@ -310,6 +347,7 @@ int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
   auto t0 = std::chrono::steady_clock::now();
   int r = run_cycles(p, until, consume, busy_cap);
   Sim *s = (Sim *)p;
+  write_status(s, r);
   s->run_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - t0).count();
   return r | int(s->quiet) << 4 | int(s->last_idle) << 5;
