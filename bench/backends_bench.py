@@ -5,7 +5,7 @@ prints, per backend and with time jumps on and off: wall time, RTL cycles clocke
 simulated cycles per second (clocked + jumped over), simulated launches per wall second, and
 the ratios, all from this one run. Runs that would take too long are left out: Amaranth's
 simulator above ``--pysim-max`` launches, and without jumps above ``--pysim-no-jumps-max``
-(it would clock every idle cycle: about 6,000 per launch).
+(it clocks every idle cycle, about 20,000 a launch: 200 s for 40 launches).
 
     python bench/backends_bench.py [--launches 200 2000 20000] [--pysim-max 20000] [--repeat 3]
 """
@@ -22,18 +22,28 @@ from host_bench import launch_workload
 
 
 def measure(w, params, backend, jumps, repeat=1):
-    """One simulation, timed; with ``repeat``, the median wall time of that many."""
+    """One simulation, timed; with ``repeat``, that many, their wall times kept in ``walls``
+    (``wall`` is their median)."""
     walls = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         r = simulate(w, params, backend=backend, jumps=jumps)
         walls.append(time.perf_counter() - t0)
-    wall = statistics.median(walls)
     kernels = sum(1 for x in r.records if x["kind"] == "kernel")
     st = r.stats
     simulated = st["rtl_cycles"] + st["jumped_cycles"] + st.get("stable_cycles_skipped", 0)
-    return {"wall": wall, "cycles": st["rtl_cycles"], "simulated": simulated,
-            "launches": kernels, "result": r}
+    return {"wall": statistics.median(walls), "walls": walls, "cycles": st["rtl_cycles"],
+            "simulated": simulated, "launches": kernels, "result": r}
+
+
+def show(n, backend, jumps, m):
+    spread = (f" (median of {len(m['walls'])}: "
+              + " ".join(f"{x:.2f}" for x in m["walls"]) + ")") if len(m["walls"]) > 1 else ""
+    print(f"  {n:6d} launches  {backend:8s} jumps {'on ' if jumps else 'off'}: "
+          f"wall {m['wall']:8.2f} s, {m['cycles']:10,d} cycles clocked "
+          f"({m['cycles'] / m['wall']:9,.0f}/s), "
+          f"{m['simulated'] / m['wall']:13,.0f} simulated cycles/s, "
+          f"{m['launches'] / m['wall']:8,.1f} launches/s{spread}", flush=True)
 
 
 def main():
@@ -41,12 +51,13 @@ def main():
     ap.add_argument("--launches", type=int, nargs="+", default=[200, 2000, 20000])
     ap.add_argument("--pysim-max", type=int, default=20000,
                     help="largest workload to run on Amaranth's simulator")
-    ap.add_argument("--pysim-no-jumps-max", type=int, default=200,
+    ap.add_argument("--pysim-no-jumps-max", type=int, default=20,
                     help="largest workload to run on Amaranth's simulator with jumps off")
     ap.add_argument("--repeat", type=int, default=3,
-                    help="compiled runs with jumps on are this many, their median wall time "
-                         "counts (they are short, so a moment of load elsewhere would skew "
-                         "one); every other run is one")
+                    help="compiled runs with jumps on are this many before the Python "
+                         "simulator's runs and as many after, their median wall time counts "
+                         "(they are short, so a moment of load elsewhere would skew one); "
+                         "every other run is one")
     args = ap.parse_args()
     params = load("h200")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python "
@@ -56,20 +67,21 @@ def main():
     for n in args.launches:
         w = launch_workload(n)
         rows = {}
-        for backend in ("compiled", "pysim"):
-            for jumps in (True, False):
-                if backend == "pysim" and n > args.pysim_max:
-                    continue
-                if backend == "pysim" and not jumps and n > args.pysim_no_jumps_max:
-                    continue
-                rows[backend, jumps] = m = measure(
-                    w, params, backend, jumps,
-                    args.repeat if (backend, jumps) == ("compiled", True) else 1)
-                print(f"  {n:6d} launches  {backend:8s} jumps {'on ' if jumps else 'off'}: "
-                      f"wall {m['wall']:8.2f} s, {m['cycles']:10,d} cycles clocked "
-                      f"({m['cycles'] / m['wall']:9,.0f}/s), "
-                      f"{m['simulated'] / m['wall']:13,.0f} simulated cycles/s, "
-                      f"{m['launches'] / m['wall']:8,.1f} launches/s", flush=True)
+        # the short compiled runs are sampled before and after the long Python-simulator
+        # runs and their median taken: the machine's speed drifts over the latter's minutes
+        rows["compiled", True] = before = measure(w, params, "compiled", True, args.repeat)
+        rows["compiled", False] = measure(w, params, "compiled", False)
+        show(n, "compiled", False, rows["compiled", False])
+        for jumps in (True, False):
+            if n > args.pysim_max or (not jumps and n > args.pysim_no_jumps_max):
+                continue
+            rows["pysim", jumps] = measure(w, params, "pysim", jumps)
+            show(n, "pysim", jumps, rows["pysim", jumps])
+        if ("pysim", True) in rows:
+            after = measure(w, params, "compiled", True, args.repeat)
+            before["walls"] += after["walls"]
+            before["wall"] = statistics.median(before["walls"])
+        show(n, "compiled", True, before)
         for jumps in (True, False):
             c, p = rows.get(("compiled", jumps)), rows.get(("pysim", jumps))
             if c and p:

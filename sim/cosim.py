@@ -226,13 +226,13 @@ class CoSim:
         step = self._dma_step_ps
         error = not self.mem.mapped(rq.address, 4 * rq.count)
         o = self._resp_offsets
-        fixed = rq.tag << o["tag"] | int(error) << o["error"]
+        fixed, shift = rq.tag << o["tag"] | int(error) << o["error"], o["data"]
         words = [0] * rq.count if error else self.mem.read_dwords(rq.address, rq.count)
-        values = [fixed | d << o["data"] for d in words]
+        values = [fixed | d << shift for d in words]
         values[-1] |= 1 << o["last"]
-        cyc = self._cycle_of
-        self.backend.push_packed("dma_read_resp", [cyc(start + i * step) for i in range(rq.count)],
-                                 values)
+        cps = self.cycle_ps                 # each word's cycle: _cycle_of, inlined
+        self.backend.push_packed("dma_read_resp",
+                                 [-(-(start + i * step) // cps) for i in range(rq.count)], values)
         self._resp_free_ps = start + rq.count * step
         end = rq.address + 4 * rq.count
         cb = self.segment_ends.pop(end, None)
