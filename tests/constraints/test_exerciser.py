@@ -92,6 +92,7 @@ def test_board_build_files_carry_the_pll_and_the_leds(tmp_path):
     script = synth.prepare(board("ulx3s-85f"), cfg, tmp_path, seed=3, clock_mhz=10)
     text = script.read_text()
     assert "--seed 3" in text and "--report frontend.report.json" in text
+    assert f"--router {synth.ROUTER}" in text
     il = (tmp_path / "frontend.il").read_text()
     assert "EHXPLLL" in il and "CLKOP_DIV" in il
     lpf = (tmp_path / "frontend.lpf").read_text()
