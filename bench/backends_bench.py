@@ -7,7 +7,7 @@ the ratios, all from this one run. Runs that would take too long are left out: A
 simulator above ``--pysim-max`` launches, and without jumps above ``--pysim-no-jumps-max``
 (it clocks every idle cycle, about 20,000 a launch: 200 s for 40 launches).
 
-    python bench/backends_bench.py [--launches 200 2000 20000] [--pysim-max 20000] [--repeat 3]
+    python bench/backends_bench.py [--launches 20 2000 20000] [--pysim-max 20000] [--repeat 3]
 """
 
 import argparse
@@ -48,7 +48,7 @@ def show(n, backend, jumps, m):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--launches", type=int, nargs="+", default=[200, 2000, 20000])
+    ap.add_argument("--launches", type=int, nargs="+", default=[20, 2000, 20000])
     ap.add_argument("--pysim-max", type=int, default=20000,
                     help="largest workload to run on Amaranth's simulator")
     ap.add_argument("--pysim-no-jumps-max", type=int, default=20,
