@@ -33,6 +33,7 @@ _OFFERS = {m: tuple(n for i, n in enumerate(STOP_STREAMS + ("dma_write",)) if m 
 SHIM = pathlib.Path(__file__).parent / "cxxrtl" / "shim.cc"
 WORDS = 8
 _U64 = (1 << 64) - 1
+_STATUS_HEAD = 3          # status block slots before the payloads (the shim says how many)
 # -march=native: the library is built on, and cached for, the machine that runs it (the
 # cache key holds the CPU model); about 10% less time a cycle than generic x86-64 here.
 # No auto-vectorisation: GCC packs CXXRTL's many small values into vector registers and back
@@ -195,11 +196,12 @@ class CxxrtlBackend(BackendBase):
             self._queue[n] = q
         # the status block the C loop writes at every stop (cycle, offers, queued, payloads)
         outs = STOP_STREAMS + ("dma_write",)
-        self._status = array("Q", bytes(8 * (3 + len(outs) * WORDS // 2)))
+        self._status = array("Q", bytes(8 * (_STATUS_HEAD + len(outs) * WORDS // 2)))
         names = (ctypes.c_char_p * len(outs))(*[f"{n}__payload".encode() for n in outs])
-        if lib.gpufe_status(self.h, self._status.buffer_info()[0], names, len(outs)):
+        first = lib.gpufe_status(self.h, self._status.buffer_info()[0], names, len(outs))
+        if first < 0 or first > _STATUS_HEAD:
             raise BackendUnavailable("compiled model lacks an output stream's payload")
-        self._slot = {f"{n}__payload": 3 + i * WORDS // 2 for i, n in enumerate(outs)}
+        self._slot = {f"{n}__payload": first + i * WORDS // 2 for i, n in enumerate(outs)}
         self._pushed = 0                        # entries pushed since the last stop
         self._objects = {}
         self.settings = {}

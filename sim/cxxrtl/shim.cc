@@ -22,6 +22,7 @@ extern "C" cxxrtl_toplevel cxxrtl_design_create();
 namespace {
 
 const int WORDS = 8;   // widest payload: 256 bits
+const int STATUS_PAYLOADS = 3;   // the status block's first payload slot
 
 struct Entry {
   uint64_t due;
@@ -219,7 +220,7 @@ int gpufe_status(void *p, uint64_t *status, const char **payloads, int n) {
       return -1 - i;
     s->out_payloads.push_back(o);
   }
-  return 0;
+  return STATUS_PAYLOADS;
 }
 
 static void write_status(Sim *s, int reason) {
@@ -233,7 +234,7 @@ static void write_status(Sim *s, int reason) {
     for (size_t i = 0; i < s->out_payloads.size(); i++)
       if (s->offers >> i & 1) {
         cxxrtl_object *o = s->out_payloads[i];
-        uint32_t *dst = (uint32_t *)(st + 3 + i * (WORDS / 2));
+        uint32_t *dst = (uint32_t *)(st + STATUS_PAYLOADS + i * (WORDS / 2));
         memset(dst, 0, 4 * WORDS);
         memcpy(dst, o->curr, 4 * words(o));
       }
