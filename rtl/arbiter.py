@@ -9,6 +9,7 @@ from amaranth import Module, Signal, Const, Mux, Cat
 from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
+from .bits import lowest_set
 from .config import bits_for
 
 
@@ -49,15 +50,10 @@ class PriorityRoundRobin(wiring.Component):
         after = Signal(n)
         m.d.comb += after.eq(top & above)
 
-        def lowest(bits):
-            idx = Const(0, self._idx_bits)
-            for i in reversed(range(n)):
-                idx = Mux(bits[i], i, idx)
-            return idx
-
         m.d.comb += [
             self.valid.eq(top.any()),
-            self.grant.eq(Mux(after.any(), lowest(after), lowest(top))),
+            self.grant.eq(Mux(after.any(), lowest_set(after, self._idx_bits),
+                              lowest_set(top, self._idx_bits))),
         ]
         with m.If(self.advance & self.valid):
             m.d.sync += last.eq(self.grant)

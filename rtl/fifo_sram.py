@@ -14,6 +14,12 @@ or resized when it is drained (empty, nothing reserved), so no data is lost or r
 newcomers take a run at once (at least one slot), channels above their share stop taking data
 until they drain and then shrink, channels below it grow when they drain, and a channel that no longer wants space gives
 its slots back when another channel needs them. A search scans one slot per cycle.
+
+For timing, nothing on the allocator's decision path is wider than it must be: the active
+count is a counter kept in step with the table (not a population count), the shares are
+tables indexed by it, candidates are picked by balanced priority encoders, and the used-slot
+mask takes each decision's run masks one cycle later (nothing reads the mask in that cycle: a
+search starts at the earliest in the cycle after).
 """
 
 from amaranth import Module, Signal, Array, Mux, Cat, Const
@@ -21,15 +27,13 @@ from amaranth.lib import wiring, stream, data, enum
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .bits import lowest_set
+
 
 class AllocState(enum.Enum, shape=2):
     IDLE = 0
     SCAN = 1
     COMMIT = 2
-
-
-def popcount(bits):
-    return sum(bits[i] for i in range(len(bits)))
 
 
 class PartitionedFifo(wiring.Component):
@@ -78,10 +82,9 @@ class PartitionedFifo(wiring.Component):
 
         has = Signal(n)
         m.d.comb += has.eq(Cat(slots[i] != 0 for i in range(n)))
-        n_active = Signal(cfg.chan_bits + 1)
+        n_active = Signal(cfg.chan_bits + 1)    # set bits of `has`, kept as a counter
         used_count = Signal(cfg.nslot_bits)     # set bits of `used`, kept as a counter
-        m.d.comb += [n_active.eq(popcount(has)),
-                     self.active_count.eq(n_active)]
+        m.d.comb += self.active_count.eq(n_active)
 
         w, r = self.write, self.reserve
         m.d.comb += [w.ready.eq(1), r.ready.eq(1)]
@@ -116,20 +119,18 @@ class PartitionedFifo(wiring.Component):
         with m.If(self.read_pop):
             m.d.sync += rd[rc].eq(advance(r_off, r_cap))
 
-        # -- share computation: largest 2^k with active * 2^k <= n_slots - (channels - active)
+        # -- shares: largest 2^k with active * 2^k <= n_slots - (channels - active), a table
         def share(active):
-            budget = ns - n + active
-            t = Signal(cfg.nslot_bits, name="share")
-            m.d.comb += t.eq(1)
-            k = 0
-            while (1 << k) <= ns:
-                with m.If((active << k) <= budget):
-                    m.d.comb += t.eq(1 << k)
-                k += 1
-            return t
+            k = max(k for k in range(ns.bit_length()) if (active << k) <= ns - n + active
+                    or k == 0)
+            return 1 << k
 
-        share_now = share(n_active)
-        share_new = share(n_active + 1)
+        share_now, share_new = Signal(cfg.nslot_bits), Signal(cfg.nslot_bits)
+        m.d.comb += [
+            share_now.eq(Array(Const(share(a), cfg.nslot_bits) for a in range(n + 1))[n_active]),
+            share_new.eq(Array(Const(share(a + 1), cfg.nslot_bits)
+                               for a in range(n + 1))[n_active]),
+        ]
         sizes_cmp = [(slots[i] > share_now, slots[i] < share_now) for i in range(n)]
 
         # -- per-channel accounting --
@@ -170,9 +171,7 @@ class PartitionedFifo(wiring.Component):
 
         def lowest(bits, name):
             idx = Signal(cfg.chan_bits, name=name)
-            for i in reversed(range(n)):
-                with m.If(bits[i]):
-                    m.d.comb += idx.eq(i)
+            m.d.comb += idx.eq(lowest_set(bits, cfg.chan_bits))
             return idx
 
         # one candidate of each kind, and its table entry
@@ -199,9 +198,22 @@ class PartitionedFifo(wiring.Component):
                                       & ~need_alloc.any() & ~resize.any())
 
         def run_mask(start, length):
-            # slots start .. start+length-1 as a bit mask: one shifter, not a comparator pair
-            # per slot
-            return ((Const(1, 2 * ns + 1) << length) - 1) << start
+            # slots start .. start+length-1 as a bit mask: shifters of constants, no comparator
+            # pair per slot and no carry chain
+            return ~(Const(-1, 2 * ns + 1) << length) << start
+
+        # The used-slot mask takes a decision's runs the cycle after it: clear one, set one.
+        pend = Signal()
+        clear_base, set_base = Signal(cfg.slot_bits), Signal(cfg.slot_bits)
+        clear_len, set_len = Signal(cfg.nslot_bits), Signal(cfg.nslot_bits)
+        m.d.sync += pend.eq(0)
+        with m.If(pend):
+            m.d.sync += used.eq((used & ~run_mask(clear_base, clear_len)[:ns])
+                                | run_mask(set_base, set_len)[:ns])
+
+        def update_used(c_base, c_len, s_base=0, s_len=0):
+            m.d.sync += [pend.eq(1), clear_base.eq(c_base), clear_len.eq(c_len),
+                         set_base.eq(s_base), set_len.eq(s_len)]
 
         def begin_scan(c, length, own_b, own_l):
             m.d.sync += [chan.eq(c), want_len.eq(length), own_base.eq(own_b), own_len.eq(own_l),
@@ -212,8 +224,8 @@ class PartitionedFifo(wiring.Component):
             with m.Case(AllocState.IDLE):
                 with m.If((need_alloc.any() | grow.any()) & idle_hold.any()):
                     # give back the slots of a channel that no longer wants them
-                    m.d.sync += [used.eq(used & ~run_mask(idle_base, idle_slots)[:ns]),
-                                 used_count.eq(used_count - idle_slots),
+                    update_used(idle_base, idle_slots)
+                    m.d.sync += [used_count.eq(used_count - idle_slots), n_active.eq(n_active - 1),
                                  slots[c_idle].eq(0), nogrow.eq(0)]
                 with m.Elif(need_alloc.any()):
                     allowed = (ns - n + n_active + 1) - used_count
@@ -238,11 +250,11 @@ class PartitionedFifo(wiring.Component):
 
             with m.Case(AllocState.COMMIT):
                 grant = Mux(best_len < want_len, best_len, want_len)
-                new_used = ((used & ~run_mask(own_base, own_len)[:ns])
-                            | run_mask(best_start, grant)[:ns])
+                # own run is in `used`, the granted run outside the rest of it
+                update_used(own_base, own_len, best_start, grant)
                 m.d.sync += [
-                    # own run is in `used`, the granted run outside the rest of it
-                    used.eq(new_used), used_count.eq(used_count - own_len + grant),
+                    used_count.eq(used_count - own_len + grant),
+                    n_active.eq(n_active + (grant != 0) - (own_len != 0)),
                     base[chan].eq(best_start), slots[chan].eq(grant),
                     rd[chan].eq(0), wr[chan].eq(0),
                     lock.eq(0), state.eq(AllocState.IDLE),

@@ -32,6 +32,7 @@ from amaranth.lib import wiring, stream, data, enum
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 
+from .bits import lowest_set
 from .layouts import SemOp, DmaWrite, completion_layout, ADDR_BITS
 
 
@@ -157,9 +158,7 @@ class SyncpointUnit(wiring.Component):
         fireable = Signal(n)
         m.d.comb += fireable.eq(Cat(rel_valid[i] & (rel_wait[i] == 0) for i in range(n)))
         pick = Signal(range(n))
-        for i in reversed(range(n)):
-            with m.If(fireable[i]):
-                m.d.comb += pick.eq(i)
+        m.d.comb += pick.eq(lowest_set(fireable, len(pick)))
         fstate = Signal(FireState)
         cur = Signal(range(n))
         r = Signal(release_layout(cfg))         # the release being written to host memory
