@@ -17,6 +17,8 @@ def check_table(ctx, dut):
         assert not run & taken and all(x < CFG.n_slots for x in run)
         taken |= run
     active = sum(1 for s in slots if s)
+    # the active count is a counter kept in step with the table, not recomputed from it
+    assert ctx.get(dut.active_count) == active
     # the guarantee that lets any newcomer start at once
     assert sum(slots) <= CFG.n_slots - (CFG.channels - active)
     return slots
