@@ -2,7 +2,8 @@
 
 Runs ``gpufe synth``'s flow (YoWASP Yosys, nextpnr-ecp5, ecppack) once per size, one after
 the other, and prints a Markdown table; each run's summary (and its reports and bitstream)
-stays under ``--out``/<size>. Not a test: a 32-channel run takes about 50 minutes here, 4 and 8 channels 14 to 23.
+stays under ``--out``/<size>. Not a test: a 32-channel run takes about 40 minutes here,
+4 and 8 channels 5 to 8 with 1,024 FIFO dwords.
 
     python bench/synth_table.py [--board ulx3s-85f] [--sizes 4:1024 8:1024 32:1024 ...]
 """

@@ -24,8 +24,8 @@ from rtl.config import FrontEndConfig
 FPGA_GRAPH_NODES = 1024
 FPGA_GRAPH_EDGES = 2048
 NAME = "frontend"
-#: Front-end clock from the board's PLL: the 32-channel default closes timing at about 12 MHz
-#: on an ECP5-85F (docs/fpga.md), so the bitstream runs it at 10.
+#: Front-end clock from the board's PLL: the 32-channel default reaches about 16 MHz on an
+#: ECP5-85F (docs/fpga.md); 10 leaves the router slack.
 CLOCK_MHZ = 10.0
 #: nextpnr's router. router2 routes the 32-channel default; nextpnr-ecp5's own default,
 #: router1, stalls on it (docs/fpga.md, "Run time").
