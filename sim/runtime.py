@@ -14,8 +14,12 @@ UMD, as DESIGN.md section 2 describes it:
   its release in its launch (as a QMD's release fields: the counter is set as the kernel
   completes, and the channel goes on meanwhile); a copy's is a RELEASE_WFI behind it;
 - an event record writes the event's host semaphore (a RELEASE with timestamp for a timing
-  event, the payload only with ``cudaEventDisableTiming``); ``stream_wait_event`` acquires
-  the recording stream's syncpoint at the value it had when the event was recorded;
+  event, the payload only with ``cudaEventDisableTiming``). A record captures the stream's
+  frontier: its syncpoint at the value it has then, and whatever the stream waited for since
+  its latest work (so a dependency passes on through any number of events);
+  ``stream_wait_event`` acquires every syncpoint of that frontier on the waiting stream's
+  channel, and the stream's next work on another channel (a copy channel) acquires them
+  again, since channel order does not reach there;
 - host waits push a host-semaphore release behind the stream's work and poll it;
 - kickoff policy: the commands of ``kickoff_batch`` API calls on a channel go out as one
   GPFIFO entry and one doorbell (1: every call at once); synchronizing calls, host sleeps and
@@ -122,6 +126,10 @@ class Stream:
     capture: "Capture" = None       # the capture it takes part in, if any
     host_sem: int = 0
     host_value: int = 0
+    # syncpoint -> value acquired by stream_wait_event since the stream's latest work, on its
+    # compute channel: later work on that channel is behind them in channel order, work on
+    # a copy channel acquires them again; the stream's next release stands for them
+    waits: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -131,8 +139,8 @@ class Event:
     timing: bool
     host_sem: int
     count: int = 0                  # records so far
-    stream: Stream = None           # stream and syncpoint value of the latest record
-    value: int = 0
+    stream: Stream = None           # stream of the latest record
+    deps: dict = field(default_factory=dict)    # syncpoint -> value the latest record follows
     captured: tuple = None          # (capture, node set) when recorded during a capture
 
 
@@ -253,21 +261,35 @@ class Runtime:
         return blocked
 
     def _order_after_stream(self, pb, stream, ch):
-        """Acquire the stream's syncpoint when its latest work may still run."""
+        """Acquire the stream's syncpoint when its latest work may still run, and, on a
+        channel other than the stream's own, what the stream has waited for since (on its
+        own channel those acquires are already ahead in the channel)."""
         if stream.work:
             pb.sem_acquire(syncpoint_address(self.sim.cfg, stream.syncpoint), stream.work,
                            SemOp.ACQ_CIRC_GEQ)
+        if ch is not stream.channel:
+            for sp, value in sorted(stream.waits.items()):
+                pb.sem_acquire(syncpoint_address(self.sim.cfg, sp), value, SemOp.ACQ_CIRC_GEQ)
+
+    def _stream_frontier(self, stream):
+        """Syncpoint -> value: everything issued to the stream so far, waits included."""
+        deps = dict(stream.waits)
+        if stream.work:
+            deps[stream.syncpoint] = stream.work
+        return deps
 
     def _release_stream_on_completion(self, stream, ch):
         """A kernel's own release of its stream's syncpoint (a QMD release: set by the engine
         as the kernel completes; no channel release waits for it, so the channel runs on)."""
         stream.work += 1
         stream.last_channel = ch
+        stream.waits = {}
         return (stream.syncpoint, stream.work)
 
     def _release_stream(self, pb, stream, ch):
         stream.work += 1
         stream.last_channel = ch
+        stream.waits = {}
         pb.sem_release(syncpoint_address(self.sim.cfg, stream.syncpoint), stream.work, wfi=True)
 
     def _stream(self, name):
@@ -388,7 +410,7 @@ class Runtime:
         e.captured = None
         ch = s.channel
         e.count += 1
-        e.stream, e.value = s, s.work
+        e.stream, e.deps = s, self._stream_frontier(s)
         pb = PushBuffer()
         if s.last_channel is not None and s.last_channel is not ch:
             self._order_after_stream(pb, s, ch)
@@ -418,9 +440,11 @@ class Runtime:
         if s.capture is not None:
             raise CaptureError(f"stream {stream!r} is capturing and event {event!r} was not "
                                f"recorded in that capture (cudaErrorStreamCaptureIsolation)")
-        if e.stream is not None and e.value > 0:
-            pb = PushBuffer().sem_acquire(syncpoint_address(self.sim.cfg, e.stream.syncpoint),
-                                          e.value, SemOp.ACQ_CIRC_GEQ)
+        if e.deps:
+            pb = PushBuffer()
+            for sp, value in sorted(e.deps.items()):
+                pb.sem_acquire(syncpoint_address(self.sim.cfg, sp), value, SemOp.ACQ_CIRC_GEQ)
+                s.waits[sp] = max(s.waits.get(sp, 0), value)
             yield ("cpu", self.p.stream_wait_event_cpu_ns)
             yield from self._submit(s.channel, pb)
         else:
@@ -428,8 +452,9 @@ class Runtime:
         self._runtime_record("stream_wait_event", start, corr)
 
     def _host_fence(self, s):
-        """Commands that write the stream's host semaphore once its work is done."""
-        if s.work == 0:
+        """Commands that write the stream's host semaphore once its work, and what it waits
+        for, is done."""
+        if s.work == 0 and not s.waits:
             return None
         s.host_value += 1
         pb = PushBuffer()

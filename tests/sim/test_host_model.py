@@ -176,3 +176,54 @@ def test_kickoff_policy_batches_calls_into_one_doorbell(params):
     assert all(k["queued"] <= k["submitted"] for k in ks)
     ks1 = kernels(simulate(w, params).records)
     assert len({k["submitted"] for k in ks1}) == 8
+
+
+# -- ordering through waits and events (issue 14) ------------------------------------------------
+
+def _ev(name, timing=False):
+    return {"op": "event_create", "name": name, "timing": timing}
+
+
+def _rec(event, stream):
+    return {"op": "event_record", "event": event, "stream": stream}
+
+
+def _wait(stream, event):
+    return {"op": "stream_wait_event", "stream": stream, "event": event}
+
+
+def _copies(records):
+    return sorted((r for r in records if r["kind"] == "memcpy"), key=lambda r: r["corr"])
+
+
+@pytest.mark.parametrize("kind", ["h2d", "d2h", "d2d"])
+def test_copy_after_a_wait_starts_after_the_waited_kernel(params, kind):
+    w = workload(streams("a", "b") + [_ev("e"), launch("a", 20_000), _rec("e", "a"),
+                                      _wait("b", "e"),
+                                      {"op": "memcpy_async", "stream": "b", "kind": kind,
+                                       "bytes": 4096},
+                                      {"op": "device_synchronize"}])
+    r = simulate(w, params)
+    (k,), (c,) = kernels(r.records), _copies(r.records)
+    assert c["start"] >= k["end"], (k, c)
+
+
+def test_a_dependency_passes_on_through_a_second_event(params):
+    """b waits on a's event and records eb with no work in between; c waits on eb."""
+    w = workload(streams("a", "b", "c") + [_ev("ea"), _ev("eb"), launch("a", 20_000),
+                                           _rec("ea", "a"), _wait("b", "ea"), _rec("eb", "b"),
+                                           _wait("c", "eb"), launch("c"),
+                                           {"op": "device_synchronize"}])
+    r = simulate(w, params)
+    ka, kc = kernels(r.records)
+    assert kc["start"] >= ka["end"]
+
+
+def test_stream_synchronize_of_a_stream_holding_only_a_wait_waits_for_it(params):
+    w = workload(streams("a", "b") + [_ev("e"), launch("a", 20_000), _rec("e", "a"),
+                                      _wait("b", "e"),
+                                      {"op": "stream_synchronize", "stream": "b"}])
+    r = simulate(w, params)
+    (k,) = kernels(r.records)
+    (sync,) = [x for x in r.records if x["kind"] == "sync"]
+    assert sync["end"] >= k["end"]

@@ -1,0 +1,80 @@
+"""Write the timeline of every bundled example and reference scenario, and their digests.
+
+    python bench/timelines.py --out /tmp/before     # before a change
+    python bench/timelines.py --out /tmp/after      # after it
+    python bench/timelines.py --compare /tmp/before /tmp/after
+
+Refactors must keep timelines byte-identical; a fix that changes one must say which and why.
+Examples run with ``--profiler off``; reference scenarios with the profiler their trace was
+recorded with (as ``gpufe validate`` runs them). The compiled backend is used.
+"""
+
+import argparse
+import hashlib
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def workloads():
+    """(label, workload path, profiler) for every example and scenario."""
+    from sim.scenarios import scenario_names, scenario_paths
+    from sim.validate import profiler_of
+    out = [(f"example/{p.stem}", p, "off") for p in sorted((ROOT / "examples").glob("*.json"))]
+    out += [(f"scenario/{n}", scenario_paths(n)[0], profiler_of(n)) for n in scenario_names()]
+    return out
+
+
+def write_all(out_dir, only=None):
+    from sim.params import load
+    from sim.run import simulate
+    from sim.timeline import write_jsonl
+    from sim.workload import load_workload
+    params = load()
+    out_dir = pathlib.Path(out_dir)
+    for label, path, profiler in workloads():
+        if only and only not in label:
+            continue
+        dest = out_dir / f"{label}.jsonl"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        r = simulate(load_workload(path), params, backend="compiled", profiler=profiler)
+        write_jsonl(r.records, dest)
+        digest = hashlib.sha256(dest.read_bytes()).hexdigest()[:16]
+        print(f"{label:40s} {digest}  ({r.wall_s:.1f} s)", flush=True)
+
+
+def compare(a, b):
+    a, b = pathlib.Path(a), pathlib.Path(b)
+    names = sorted({p.relative_to(a) for p in a.rglob("*.jsonl")}
+                   | {p.relative_to(b) for p in b.rglob("*.jsonl")})
+    changed = 0
+    for n in names:
+        pa, pb = a / n, b / n
+        if not pa.exists() or not pb.exists():
+            print(f"{n}: only in {'the second' if pb.exists() else 'the first'}")
+            changed += 1
+        elif pa.read_bytes() != pb.read_bytes():
+            print(f"{n}: differs")
+            changed += 1
+    print(f"{len(names)} timelines, {changed} differ")
+    return changed
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="folder for the timelines")
+    ap.add_argument("--only", help="only labels containing this")
+    ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    args = ap.parse_args()
+    if args.compare:
+        return 1 if compare(*args.compare) else 0
+    if not args.out:
+        ap.error("--out or --compare")
+    write_all(args.out, args.only)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
