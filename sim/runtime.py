@@ -71,6 +71,7 @@ class Capture:
     origin: "Stream"
     nodes: list = field(default_factory=list)       # GraphNodeSpec, in capture order
     frontier: dict = field(default_factory=dict)    # stream name -> set of node indices
+    ended: bool = False
 
 
 @dataclass
@@ -137,8 +138,10 @@ class Event:
     name: str
     id: int
     timing: bool
-    host_sem: int
-    count: int = 0                  # records so far
+    # the host semaphore and payload the latest record writes: the recording stream's own
+    # semaphore, which only its channel writes, in order, so the value never goes back (an
+    # event semaphore of its own would: records on two streams may complete out of order)
+    done: tuple = None
     stream: Stream = None           # stream of the latest record
     deps: dict = field(default_factory=dict)    # syncpoint -> value the latest record follows
     captured: tuple = None          # (capture, node set) when recorded during a capture
@@ -328,8 +331,7 @@ class Runtime:
         if name in self.events:
             raise ApiError(f"event {name!r} already exists")
         start, corr = self.now(), self._corr_id()
-        self.events[name] = Event(name, len(self.events) + 1, bool(timing),
-                                  host_sem=self.sim.mem.alloc(16, align=16))
+        self.events[name] = Event(name, len(self.events) + 1, bool(timing))
         yield ("cpu", self.p.event_create_cpu_ns)
         self._runtime_record("event_create", start, corr)
 
@@ -409,12 +411,13 @@ class Runtime:
             return
         e.captured = None
         ch = s.channel
-        e.count += 1
+        s.host_value += 1
+        e.done = (s.host_sem, s.host_value)
         e.stream, e.deps = s, self._stream_frontier(s)
         pb = PushBuffer()
         if s.last_channel is not None and s.last_channel is not ch:
             self._order_after_stream(pb, s, ch)
-        pb.sem_release(e.host_sem, e.count, wfi=True, timestamp=e.timing, wide=e.timing)
+        pb.sem_release(s.host_sem, s.host_value, wfi=True, timestamp=e.timing, wide=e.timing)
         yield ("cpu", self.p.event_record_timing_cpu_ns if e.timing
                else self.p.event_record_cpu_ns)
         yield from self._submit(ch, pb)
@@ -425,6 +428,7 @@ class Runtime:
         start, corr = self.now(), self._corr_id()
         if e.captured is not None:
             cap, nodes = e.captured
+            self._refuse_ended_capture(e, "stream_wait_event")
             if s.capture is None:
                 # the stream joins the capture: its work now depends on the event's nodes
                 s.capture = cap
@@ -450,6 +454,11 @@ class Runtime:
         else:
             yield ("cpu", self.p.stream_wait_event_cpu_ns)
         self._runtime_record("stream_wait_event", start, corr)
+
+    def _refuse_ended_capture(self, e, api):
+        if e.captured is not None and e.captured[0].ended:
+            raise CaptureError(f"{api}: event {e.name!r} was last recorded in a capture that "
+                               f"has ended (cudaErrorCapturedEvent)")
 
     def _host_fence(self, s):
         """Commands that write the stream's host semaphore once its work, and what it waits
@@ -485,12 +494,13 @@ class Runtime:
     def event_synchronize(self, event):
         self._refuse_while_capturing("event_synchronize")
         e = self._event(event)
+        self._refuse_ended_capture(e, "event_synchronize")
         start, corr = self.now(), self._corr_id()
         yield ("cpu", self.p.sync_call_ns)
         yield from self._flush_all()
         sync_start = self.now()
-        if e.count:
-            yield from self._wait_host(e.host_sem, e.count, f"event_synchronize({event!r})")
+        if e.done:
+            yield from self._wait_host(*e.done, f"event_synchronize({event!r})")
             yield ("cpu", self.p.sync_return_ns)
         self.records.append({"kind": "sync", "type": SYNC_EVENT, "corr": corr,
                              "stream": NO_ID, "event": e.id, "start": sync_start,
@@ -501,11 +511,12 @@ class Runtime:
         """Spin on cudaEventQuery until the event has completed (one record per query)."""
         self._refuse_while_capturing("event_query")
         e = self._event(event)
+        self._refuse_ended_capture(e, "event_query")
         yield from self._flush_all()
         while True:
             start, corr = self.now(), self._corr_id()
             yield ("cpu", self.p.query_cpu_ns)
-            done = self.sim.mem.read_dword(e.host_sem) >= e.count
+            done = e.done is None or self.sim.mem.read_dword(e.done[0]) >= e.done[1]
             self.records.append({"kind": "sync", "type": SYNC_EVENT, "corr": corr,
                                  "stream": NO_ID, "event": e.id, "start": start,
                                  "end": self.now()})
@@ -587,6 +598,7 @@ class Runtime:
         for st in self.streams.values():
             if st.capture is cap:
                 st.capture = None
+        cap.ended = True
         if not cap.nodes:
             raise CaptureError(f"the capture of {stream!r} holds no work")
         start, corr = self.now(), self._corr_id()

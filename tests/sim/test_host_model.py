@@ -227,3 +227,17 @@ def test_stream_synchronize_of_a_stream_holding_only_a_wait_waits_for_it(params)
     (k,) = kernels(r.records)
     (sync,) = [x for x in r.records if x["kind"] == "sync"]
     assert sync["end"] >= k["end"]
+
+
+def test_an_event_recorded_again_elsewhere_completes_with_its_latest_record(params):
+    """Recorded on a (behind a long kernel), then on b (nothing pending): synchronize and
+    query see b's record; a's record completing later does not make the event pending again."""
+    w = workload(streams("a", "b") + [_ev("e"), launch("a", 50_000), _rec("e", "a"),
+                                      _rec("e", "b"), {"op": "event_synchronize", "event": "e"},
+                                      {"op": "host_sleep", "ns": 100_000},
+                                      {"op": "event_query", "event": "e"}])
+    r = simulate(w, params)
+    (k,) = kernels(r.records)
+    first, query = [x for x in r.records if x["kind"] == "sync"]
+    assert first["end"] < k["end"]            # CUDA: only the latest record counts
+    assert query["start"] > k["end"]           # one query, successful
