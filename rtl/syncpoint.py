@@ -136,7 +136,9 @@ class SyncpointUnit(wiring.Component):
             m.d.sync += inflight[i].eq(inflight[i] + inc - dec)
             m.d.comb += self.in_flight[i].eq(inflight[i])
             all_zero.append(inflight[i] == 0)
-            with m.If(rel_valid[i]):
+            # only a WFI release counts older work down: one without WFI waits for nothing,
+            # and older work completing while it waits its turn to fire must not wrap it
+            with m.If(rel_valid[i] & rel[i].wfi):
                 m.d.sync += rel_wait[i].eq(rel_wait[i] - older(self.compute_done, i)
                                            - older(self.copy_done, i)
                                            - older(self.graph_done, i))

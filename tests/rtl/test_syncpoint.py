@@ -25,9 +25,9 @@ async def release(ctx, dut, **fields):
     rec = {"channel": 0, "seq": 0, "address": 0, "payload": 0, "kind": ReleaseKind.SET,
            "wfi": 1, "timestamp": 0, "wide": 0, "to_counter": 1, "index": 0}
     rec.update(fields)
+    ctx.set(dut.release.payload, rec)
     assert ctx.get(dut.release.ready)
     ctx.set(dut.release.valid, 1)
-    ctx.set(dut.release.payload, rec)
     await ctx.tick()
     ctx.set(dut.release.valid, 0)
 
@@ -186,5 +186,32 @@ def test_completion_release_sets_its_counter_and_wins_the_write_port():
         assert ctx.get(dut.counter_data[2]) == 0        # held back a cycle
         await ctx.tick()
         assert ctx.get(dut.counter_data[2]) == 7
+
+    simulate(dut, tb)
+
+
+def test_release_without_wfi_is_not_held_by_older_work_completing_while_it_waits_to_fire():
+    """A release without WFI waits for nothing, but may wait its turn to fire (the DMA write
+    of another channel's release is busy); an older completion of its channel arriving
+    meanwhile must not count against it (it once wrapped its wait count: the release never
+    fired and the channel stalled for good)."""
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        await dispatch(ctx, dut, 0)                                  # seq 0, in flight
+        await release(ctx, dut, channel=1, wfi=0, to_counter=0, address=0x100, payload=7)
+        await ctx.tick()
+        assert ctx.get(dut.dma_write.valid)                          # held: ready is low
+        await release(ctx, dut, channel=0, seq=1, wfi=0, to_counter=0, address=0x200,
+                      payload=9)
+        await complete(ctx, dut, 0, 0)                               # older than the release
+        ctx.set(dut.dma_write.ready, 1)
+        written = []
+        for _ in range(8):
+            if ctx.get(dut.dma_write.valid):
+                written.append(ctx.get(dut.dma_write.payload.address))
+            await ctx.tick()
+        assert written == [0x100, 0x200]
+        assert ctx.get(dut.release_busy) == 0
 
     simulate(dut, tb)
