@@ -16,10 +16,8 @@ Steps: a trace with ``ProfilerStep#`` marks has that many; otherwise the number 
 ``Optimizer.step`` annotations (PyTorch training loops); otherwise 1.
 """
 
-import gzip
-import json
-
-from .traces import read_trace
+from .traces import read_trace_located, TraceError, GRAPH_LAUNCHES
+from .workload import LIMITS
 
 LAUNCH_NAMES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC")
 SYNC_NAMES = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cuCtxSynchronize",
@@ -31,26 +29,39 @@ def count_steps(path, records):
     reps = sum(1 for r in records if r["kind"] == "meta" and r["what"] == "rep_begin")
     if reps:
         return reps
-    try:
-        with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
-            doc = json.load(f)
-        events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
-    except (OSError, ValueError):
-        return 1
-    steps = sum(1 for e in events if isinstance(e, dict) and e.get("cat") == "user_annotation"
-                and str(e.get("name", "")).startswith("Optimizer.step"))
-    return steps or 1
+    # a Kineto trace's reader counts its Optimizer.step annotations
+    return (records[0].get("optimizer_steps") if records else None) or 1
 
 
-def _calls(records):
-    """Host calls in issue order, with the kernel or copy each launched."""
-    work = {r["corr"]: r for r in records if r["kind"] in ("kernel", "memcpy")}
-    calls = [r for r in records if r["kind"] in ("runtime", "driver")]
-    calls.sort(key=lambda r: (r["start"], r["corr"]))
-    return [(c, work.get(c["corr"])) for c in calls]
+def _calls(records, where=None):
+    """Host calls in issue order, each with the kernel or copy it launched (or None), and
+    where the call and its work are in the trace. A correlation id names one launch: its
+    work goes to the first call (in issue order) that has it; a graph launch's nodes share
+    their call's id and are not replayed one by one."""
+    where = where or [None] * len(records)
+    work = {}
+    for r, loc in zip(records, where):
+        if r["kind"] in ("kernel", "memcpy"):
+            work.setdefault(r["corr"], []).append((r, loc))
+    calls = [(r, loc) for r, loc in zip(records, where) if r["kind"] in ("runtime", "driver")]
+    calls.sort(key=lambda c: (c[0]["start"], c[0]["corr"]))
+    out, taken = [], set()
+    for c, loc in calls:
+        ws = work.get(c["corr"])
+        w = w_loc = None
+        if ws and len(ws) == 1 and c["corr"] not in taken \
+                and not c["name"].startswith(GRAPH_LAUNCHES):
+            (w, w_loc), = ws
+            taken.add(c["corr"])
+        out.append((c, loc, w, w_loc))
+    return out
 
 
-def workload_from_trace(records, params, *, as_graph=False, profiler="off", name="replay"):
+def workload_from_trace(records, params, *, as_graph=False, profiler="off", name="replay",
+                        where=None, path=None):
+    """The trace's program as a workload (see the module's docstring). ``where``: for each
+    record, its place in the trace (:func:`sim.traces.read_trace_located`); the ops made from
+    a record carry it (``"_at"``), for errors to name."""
     sm_ns = params.block_overhead_ns + (params.cupti_kernel_ns if profiler == "cupti" else 0)
     streams = {}
 
@@ -60,48 +71,82 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
             streams[sid] = f"s{sid}"
         return streams[sid]
 
+    def at(op, loc):
+        if loc is not None:
+            op["_at"] = loc
+        return op
+
+    block_max = LIMITS[("launch_kernel", "block_ns")][1]
+    sleep_max = LIMITS[("host_sleep", "ns")][1]
+    bytes_max = LIMITS[("memcpy_async", "bytes")][1]
     # segments of launches/copies between host synchronisations
     ops = []                 # (kind, payload) in order
     last_end = None
-    for call, w in _calls(records):
+    graph_calls = 0
+    for call, loc, w, w_loc in _calls(records, where):
         gap = 0 if last_end is None else max(call["start"] - last_end, 0)
         last_end = call["end"]
         name_ = call["name"].split("_v")[0]
+        graph_calls += name_.startswith(GRAPH_LAUNCHES)
         if name_.startswith(LAUNCH_NAMES) and w is not None and w["kind"] == "kernel":
             block = w.get("block") or [32, 1, 1]
             dur = max(w["end"] - w["start"] - sm_ns, 0)
-            ops.append(("cpu", gap))
-            ops.append(("work", {"op": "launch_kernel", "stream": stream_of(w),
-                                 "kernel": w["name"][:40], "grid": [1, 1, 1],
-                                 "block": [min(max(int(b), 1), 1024) for b in block[:3]],
-                                 "block_ns": round(dur)}))
-        elif w is not None and w["kind"] == "memcpy" and w["copy_kind"] in COPY_KINDS:
-            ops.append(("cpu", gap))
-            ops.append(("work", {"op": "memcpy_async", "stream": stream_of(w),
-                                 "kind": COPY_KINDS[w["copy_kind"]], "bytes": w["bytes"]}))
+            if round(dur) > block_max:
+                raise TraceError(f"{w_loc or path}: kernel {w['name'][:40]!r} runs "
+                                 f"{dur / 1e9:.3g} s; a replay runs each kernel as one thread "
+                                 f"block, and the model runs a block at most "
+                                 f"{block_max / 1e9:g} s")
+            ops.append(("cpu", gap, loc))
+            ops.append(("work", at({"op": "launch_kernel", "stream": stream_of(w),
+                                    "kernel": w["name"][:40], "grid": [1, 1, 1],
+                                    "block": [min(max(int(b), 1), 1024) for b in block[:3]],
+                                    "block_ns": round(dur)}, w_loc), loc))
+        elif w is not None and w["kind"] == "memcpy" and w["copy_kind"] in COPY_KINDS \
+                and w["bytes"] > 0:
+            if w["bytes"] > bytes_max:
+                raise TraceError(f"{w_loc or path}: a copy of {w['bytes']:,} bytes; the model "
+                                 f"copies at most {bytes_max:,} bytes at once")
+            ops.append(("cpu", gap, loc))
+            ops.append(("work", at({"op": "memcpy_async", "stream": stream_of(w),
+                                    "kind": COPY_KINDS[w["copy_kind"]], "bytes": w["bytes"]},
+                                   w_loc), loc))
         elif name_.startswith(SYNC_NAMES):
-            ops.append(("cpu", gap))
-            ops.append(("sync", None))
+            ops.append(("cpu", gap, loc))
+            ops.append(("sync", None, loc))
         else:
             # another call (attribute queries, capture checks...): CPU time
-            ops.append(("cpu", gap + call["end"] - call["start"]))
+            ops.append(("cpu", gap + call["end"] - call["start"], loc))
+    if not streams:
+        raise TraceError(f"{path or name}: nothing to replay: no kernel launch "
+                         f"({', '.join(LAUNCH_NAMES)}) or copy with its kernel or copy record"
+                         + (f" (its {graph_calls} graph launches are not replayed)"
+                            if graph_calls else ""))
     prog = [{"op": "stream_create", "name": n} for n in sorted(streams.values())]
     if not as_graph:
         prog.append({"op": "mark", "what": "rep_begin"})
-        for kind, op in ops:
+        for kind, op, loc in ops:
+            if kind == "cpu" and op > sleep_max:
+                raise TraceError(f"{loc or path}: {op / 1e9:,.3g} s of CPU time up to the end "
+                                 f"of this call; a replay sleeps at most {sleep_max / 1e9:,g} s "
+                                 f"at once")
             if kind == "cpu" and op > 0:
-                prog.append({"op": "host_sleep", "ns": op})
+                prog.append(at({"op": "host_sleep", "ns": op}, loc))
             elif kind == "work":
                 prog.append(op)
             elif kind == "sync":
-                prog.append({"op": "device_synchronize"})
+                prog.append(at({"op": "device_synchronize"}, loc))
         prog += [{"op": "device_synchronize"}, {"op": "mark", "what": "rep_end"}]
     else:
-        # one graph per run of work between synchronisations, built before the timed part
+        # one graph per run of work between synchronisations (split where it would not fit
+        # the front end's graph walker), built before the timed part
+        most = params.frontend_config().graph_nodes_max
         segments, cur = [], []
-        for kind, op in ops:
+        for kind, op, loc in ops:
             if kind == "work":
                 cur.append(op)
+                if len(cur) == most:
+                    segments.append(cur)
+                    cur = []
             elif kind == "sync" and cur:
                 segments.append(cur)
                 cur = []
@@ -119,26 +164,37 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
             prog += [{"op": "graph_launch", "graph": f"g{i}", "stream": cap},
                      {"op": "device_synchronize"}]
         prog.append({"op": "mark", "what": "rep_end"})
-    if not streams:
-        raise ValueError("the trace launches no kernels or copies")
     w = {"name": name + ("_as_graph" if as_graph else ""), "program": prog}
     if len(streams) > params.max_connections:
         w["max_connections"] = min(len(streams), 32)
     return w
 
 
-def replay(path, params, *, as_graph=False, profiler="off", backend="compiled",
-           progress=False):
-    """(result, steps) of simulating a trace's program."""
-    from .run import simulate
-    from .workload import parse_workload
-    records = read_trace(path)
+def prepare(path, params, *, as_graph=False, profiler="off", max_connections=None,
+            limits=True, trace=None):
+    """(workload, steps) of a trace's replay, checked (:func:`sim.workload.check_run`): every
+    error names the trace and, where it comes from one event, the event (or line).
+    ``trace``: (records, where) already read by :func:`sim.traces.read_trace_located`."""
+    from .workload import parse_workload, check_run
+    records, where = trace or read_trace_located(path)
     steps = count_steps(path, records)
     w = parse_workload(workload_from_trace(records, params, as_graph=as_graph,
                                            profiler=profiler,
-                                           name=records[0].get("scenario", "replay")),
-                       str(path))
-    return simulate(w, params, backend=backend, profiler=profiler, progress=progress), steps
+                                           name=records[0].get("scenario", "replay"),
+                                           where=where, path=path),
+                       str(path), located=True)
+    check_run(w, params, str(path), max_connections=max_connections, limits=limits)
+    return w, steps
+
+
+def replay(path, params, *, as_graph=False, profiler="off", backend="compiled",
+           progress=False, max_connections=None):
+    """(result, steps) of simulating a trace's program."""
+    from .run import simulate
+    w, steps = prepare(path, params, as_graph=as_graph, profiler=profiler,
+                       max_connections=max_connections)
+    return simulate(w, params, max_connections, backend=backend, profiler=profiler,
+                    progress=progress), steps
 
 
 def step_summary(result, steps):

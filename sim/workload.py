@@ -5,11 +5,31 @@
 
 Ops and their fields are listed in :data:`OPS` (required fields first, then optional ones with
 defaults). A bad file is rejected with :class:`WorkloadError` naming the file, the op's index
-path (``program[3].body[1]``) and the reason.
+path (``program[3].body[1]``) and the reason, before anything runs.
+
+Limits. CUDA's own: a thread block has at most 1,024 threads (x and y at most 1,024, z at most
+64); a grid at most 2^31 - 1 blocks in x and 65,535 in y and z. The model's, per field
+(:data:`LIMITS`): a block runs at most 1 s (``block_ns``; the launch descriptor holds 32 bits
+of ns), a ``host_sleep`` at most 10,000 s, a copy at most 2^32 - 1 bytes (the copy method's
+length is 32 bits; drivers split larger copies), a ``repeat`` at most 10^9 times and nested at
+most 32 deep, and numbers must be finite (JSON's ``NaN``/``Infinity`` and literals too large for
+a double are rejected). A repeat whose body makes no call costs nothing, whatever its count.
+
+Per run (:func:`check_run`, before the simulation starts; repeats multiplied out, graph
+launches counted with their nodes): at most :data:`MAX_OPS` ops, :data:`MAX_WORK` kernels and
+copies run, :data:`MAX_BLOCKS` thread blocks and :data:`MAX_GRAPH_NODES` graph nodes
+instantiated (each is simulated one by one: beyond these a run takes hours;
+``gpufe run --no-limits`` lifts them), at most :data:`MAX_DEVICE_BYTES` copied in all (the
+model gives every copy fresh device addresses) and at most :data:`MAX_SIM_NS` of simulated time
+by a generous upper bound (every call, sleep, block and copy one after another), far below
+where 64-bit cycle counters overflow.
 """
 
 import json
+import math
 import pathlib
+import re
+import reprlib
 
 
 class WorkloadError(ValueError):
@@ -44,32 +64,226 @@ OPS = {
     "graph_launch": {"graph": (str, REQUIRED), "stream": (str, REQUIRED)},
 }
 
+#: (op, field) -> (least, most, what the most is)
+LIMITS = {
+    ("stream_create", "priority"): (-(1 << 31), (1 << 31) - 1, "a 32-bit int"),
+    ("launch_kernel", "block_ns"): (0, 10**9, "1 s per thread block"),
+    ("memcpy_async", "bytes"): (1, (1 << 32) - 1, "4 GiB - 1 per copy: the copy method's "
+                                                  "length is 32 bits"),
+    ("host_sleep", "ns"): (0, 10**13, "10,000 s"),
+    ("repeat", "count"): (0, 10**9, "10^9"),
+}
+#: CUDA's limits on a launch (cudaLaunchKernel fails with cudaErrorInvalidConfiguration)
+BLOCK_DIMS = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
+#: repeats nested deeper than this are rejected
+MAX_DEPTH = 32
+#: workload and parameter files larger than this are not read
+MAX_FILE_BYTES = 64 << 20
 
-def _dims(value, where, name):
+#: per run (see the module's docstring); --no-limits lifts the first four
+MAX_OPS = 1_000_000
+MAX_WORK = 2_000_000
+MAX_BLOCKS = 100_000_000
+MAX_GRAPH_NODES = 1_000_000
+MAX_DEVICE_BYTES = 1 << 39
+MAX_SIM_NS = 10**16
+
+_repr = reprlib.Repr()
+_repr.maxlevel, _repr.maxstring, _repr.maxother, _repr.maxlist, _repr.maxdict = 2, 40, 40, 4, 4
+
+
+def show(value):
+    """A short repr of a value from an input file, for an error message (never recursive)."""
+    return _repr.repr(value)
+
+
+def number(v):
+    """Whether ``v`` is a finite int or float (not a bool)."""
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)
+            and (isinstance(v, int) or math.isfinite(v)))
+
+
+def _key(k):
+    """A field name from a file, for a message."""
+    return k if isinstance(k, str) and len(k) <= 40 and k.isprintable() else show(k)
+
+
+def _fmt(n):
+    if isinstance(n, float) and n.is_integer() and abs(n) < 1e18:
+        n = int(n)
+    return f"{n:,}" if isinstance(n, int) else f"{n:g}"
+
+
+def _short(where):
+    """An op path, shortened in the middle when repeats nest deep."""
+    return where if len(where) <= 160 else f"{where[:70]}...{where[-70:]}"
+
+
+def _check_text(s, where, error=None):
+    """Strings from files must be valid Unicode (no lone surrogates from ``\\ud800`` escapes):
+    they are printed and written back out."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise (error or WorkloadError)(f"{where}: {show(s)} is not valid Unicode (a lone "
+                                       f"surrogate escape)") from None
+    return s
+
+
+# -- reading JSON files -------------------------------------------------------------------------
+
+class _BadToken(ValueError):
+    def __init__(self, token, reason):
+        super().__init__(reason)
+        self.token, self.reason = token, reason
+
+
+def _reject_constant(token):
+    raise _BadToken(token, f"{token} is not a number JSON allows (only finite numbers)")
+
+
+def _finite_float(token):
+    v = float(token)
+    if not math.isfinite(v):
+        raise _BadToken(token, f"number {token[:30]} is too large (not a finite double)")
+    return v
+
+
+def _bounded_int(token):
+    if len(token) > 40:
+        raise _BadToken(token, f"integer {token[:20]}... has {len(token)} digits (more than 40)")
+    return int(token)
+
+
+_STRING = r'"(?:[^"\\]|\\.)*"'
+
+
+def _locate(text, token):
+    """Line and column of the first ``token`` outside a JSON string."""
+    pattern = re.compile(_STRING + "|" + re.escape(token), re.S)
+    for m in pattern.finditer(text):
+        if m.group(0) == token:
+            line = text.count("\n", 0, m.start()) + 1
+            return line, m.start() - text.rfind("\n", 0, m.start())
+    return None, None
+
+
+def decode_utf8(data, where, error):
+    """Bytes of a text file as str, or ``error`` naming the file, line and byte."""
+    if data[:2] == b"\x1f\x8b":
+        raise error(f"{where}: gzip-compressed data, not a JSON text file")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise error(f"{where}: UTF-16 text; gpufe reads UTF-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise error(f"{where}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                    f"{e.start})") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_file(path, error, max_bytes=MAX_FILE_BYTES):
+    """The bytes of a file, or ``error`` naming it: unreadable, or larger than ``max_bytes``."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise error(f"{path}: cannot read ({e.strerror or e})") from None
+    if len(data) > max_bytes:
+        raise error(f"{path}: larger than {max_bytes >> 20} MiB; not read")
+    return data
+
+
+def parse_json(text, where, error, *, strict_numbers=True):
+    """JSON text as Python values, or ``error`` naming the line: not JSON, ``NaN`` or
+    ``Infinity`` (always), numbers that overflow a double or integers of more than 40 digits
+    (``strict_numbers``; for large traces only NaN/Infinity are caught here and the fields
+    read are checked after), nesting deeper than Python's parser goes."""
+    hooks = {"parse_constant": _reject_constant}
+    if strict_numbers:
+        hooks.update(parse_float=_finite_float, parse_int=_bounded_int)
+    try:
+        return json.loads(text, **hooks)
+    except _BadToken as e:
+        line, col = _locate(text, e.token)
+        raise error(f"{where}:{line}:{col}: {e.reason}" if line else
+                    f"{where}: {e.reason}") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{where}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise error(f"{where}: nested too deeply to read (JSON arrays or objects more than "
+                    f"several hundred levels deep)") from None
+    except ValueError as e:           # e.g. Python's limit on the digits of an integer
+        raise error(f"{where}: not valid JSON ({e})") from None
+
+
+def load_json(path, error, max_bytes=MAX_FILE_BYTES):
+    """A small JSON file (workload, parameters): read, decoded and parsed strictly."""
+    return parse_json(decode_utf8(read_file(path, error, max_bytes), path, error), path, error)
+
+
+# -- checking a workload --------------------------------------------------------------------------
+
+def _dims(value, where, name, limits):
     if (not isinstance(value, list) or not 1 <= len(value) <= 3
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
                        for v in value)):
         raise WorkloadError(f"{where}: {name} must be a list of 1 to 3 positive integers, "
-                            f"not {value!r}")
-    return list(value) + [1] * (3 - len(value))
+                            f"not {show(value)}")
+    dims = list(value) + [1] * (3 - len(value))
+    for axis, v, most in zip("xyz", dims, limits):
+        if v > most:
+            raise WorkloadError(f"{where}: {name}.{axis} is {_fmt(v)}; CUDA allows at most "
+                                f"{_fmt(most)}")
+    return dims
 
 
-def _check_ops(ops, where, names):
+def _check_value(kind, name, v, here):
+    if isinstance(v, float) and not math.isfinite(v):
+        raise WorkloadError(f"{here}: {kind}.{name} is {v}: not a finite number")
+    if isinstance(v, str):
+        _check_text(v, f"{here}: {kind}.{name}")
+    lim = LIMITS.get((kind, name))
+    if lim is not None:
+        lo, hi, what = lim
+        if v < lo:
+            raise WorkloadError(f"{here}: {kind}.{name} is {_fmt(v)}; it must be at least "
+                                f"{_fmt(lo)}")
+        if v > hi:
+            raise WorkloadError(f"{here}: {kind}.{name} is {_fmt(v)}; at most {_fmt(hi)} "
+                                f"({what})")
+
+
+#: ops that create a name: inside a repeat that runs them twice, the second fails
+_CREATES = {"stream_create": "stream", "event_create": "event", "stream_end_capture": "graph"}
+
+
+def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
     if not isinstance(ops, list):
         raise WorkloadError(f"{where}: must be a list of ops")
+    if depth > MAX_DEPTH:
+        raise WorkloadError(f"{_short(where)}: repeats nested more than {MAX_DEPTH} deep")
     checked = []
     for i, op in enumerate(ops):
         here = f"{where}[{i}]"
         if not isinstance(op, dict):
-            raise WorkloadError(f"{here}: an op must be an object, not {op!r}")
+            raise WorkloadError(f"{here}: an op must be an object, not {show(op)}")
+        if located and isinstance(op.get("_at"), str):
+            here = op["_at"]
         kind = op.get("op")
-        if kind not in OPS:
-            raise WorkloadError(f"{here}: unknown op {kind!r} (known: {', '.join(OPS)})")
+        if not isinstance(kind, str) or kind not in OPS:
+            raise WorkloadError(f"{here}: unknown op {show(kind)} (known: {', '.join(OPS)})")
         spec = OPS[kind]
-        extra = sorted(set(op) - set(spec) - {"op"})
+        extra = sorted(set(op) - set(spec) - {"op"} - ({"_at"} if located else set()))
         if extra:
-            raise WorkloadError(f"{here}: {kind} has no field(s) {', '.join(extra)}")
+            raise WorkloadError(f"{here}: {kind} has no field(s) "
+                                f"{', '.join(_key(e) for e in extra)}")
         out = {"op": kind}
+        if located and "_at" in op:
+            out["_at"] = here
         for name, (types, default) in spec.items():
             if name not in op:
                 if default is REQUIRED:
@@ -78,8 +292,17 @@ def _check_ops(ops, where, names):
                 continue
             v = op[name]
             if not isinstance(v, types) or (isinstance(v, bool) and types is not bool):
-                raise WorkloadError(f"{here}: {kind}.{name} has the wrong type ({v!r})")
+                want = {bool: "true or false", str: "a string", list: "a list",
+                        _INT: "an integer", _NUM: "a number"}[types]
+                raise WorkloadError(f"{here}: {kind}.{name} has the wrong type ({show(v)}; "
+                                    f"{want})")
+            _check_value(kind, name, v, here)
             out[name] = v
+        if kind in _CREATES and mult > 1:
+            raise WorkloadError(f"{here}: {kind} inside a repeat that runs it {_fmt(mult)} "
+                                f"times would make {_CREATES[kind]} "
+                                f"{show(out['name' if kind != 'stream_end_capture' else 'graph'])}"
+                                f" again")
         if kind in ("stream_create", "event_create"):
             table = names["stream" if kind == "stream_create" else "event"]
             if out["name"] in table:
@@ -98,53 +321,58 @@ def _check_ops(ops, where, names):
                     raise WorkloadError(f"{here}: {kind} refers to {table} {out[ref]!r}, "
                                         f"which was not created before")
         if kind == "launch_kernel":
-            out["grid"] = _dims(out["grid"], here, "grid")
-            out["block"] = _dims(out["block"], here, "block")
-            if out["block_ns"] < 0:
-                raise WorkloadError(f"{here}: block_ns must be >= 0")
+            out["grid"] = _dims(out["grid"], here, "grid", GRID_DIMS)
+            out["block"] = block = _dims(out["block"], here, "block", BLOCK_DIMS)
+            threads = block[0] * block[1] * block[2]
+            if threads > MAX_THREADS_PER_BLOCK:
+                raise WorkloadError(f"{here}: block {block} has {_fmt(threads)} threads; CUDA "
+                                    f"allows at most {MAX_THREADS_PER_BLOCK} per block")
         if kind == "memcpy_async":
             if out["kind"] not in ("h2d", "d2h", "d2d"):
                 raise WorkloadError(f"{here}: memcpy kind must be h2d, d2h or d2d")
-            if out["bytes"] <= 0:
-                raise WorkloadError(f"{here}: bytes must be positive")
-        if kind == "host_sleep" and out["ns"] < 0:
-            raise WorkloadError(f"{here}: ns must be >= 0")
         if kind == "repeat":
-            if out["count"] < 0:
-                raise WorkloadError(f"{here}: count must be >= 0")
-            out["body"] = _check_ops(out["body"], f"{here}.body", names)
+            inner = mult * out["count"]
+            # a body that never runs is checked, but what it creates does not exist after it
+            scope = names if inner else {k: set(v) for k, v in names.items()}
+            out["body"] = _check_ops(out["body"], f"{here}.body", scope, depth=depth + 1,
+                                     mult=inner, located=located)
         checked.append(out)
     return checked
 
 
-def parse_workload(data, source="<workload>"):
+def parse_workload(data, source="<workload>", *, located=False):
+    """A workload (dict from JSON) checked and with defaults filled in, or
+    :class:`WorkloadError`. ``located``: ops may carry ``"_at"``, the place they came from
+    (a trace event), which errors then name instead of the op's index path."""
     if not isinstance(data, dict):
         raise WorkloadError(f"{source}: the top level must be an object")
     extra = sorted(set(data) - {"name", "max_connections", "program", "description"})
     if extra:
-        raise WorkloadError(f"{source}: unknown top-level field(s) {', '.join(extra)}")
+        raise WorkloadError(f"{source}: unknown top-level field(s) "
+                            f"{', '.join(_key(e) for e in extra)}")
     if "program" not in data:
         raise WorkloadError(f"{source}: no 'program'")
     mc = data.get("max_connections")
-    if mc is not None and (not isinstance(mc, int) or not 1 <= mc <= 32):
-        raise WorkloadError(f"{source}: max_connections must be 1..32")
+    if mc is not None and (not isinstance(mc, int) or isinstance(mc, bool)
+                           or not 1 <= mc <= 32):
+        raise WorkloadError(f"{source}: max_connections must be 1..32 (an integer), not "
+                            f"{show(mc)}")
+    for key in ("name", "description"):
+        if data.get(key) is not None:
+            if not isinstance(data[key], str):
+                raise WorkloadError(f"{source}: {key} must be a string, not {show(data[key])}")
+            _check_text(data[key], f"{source}: {key}")
     names = {"stream": set(), "event": set(), "graph": set()}
-    program = _check_ops(data["program"], f"{source}: program", names)
-    return {"name": data.get("name", pathlib.Path(source).stem), "max_connections": mc,
-            "description": data.get("description", ""), "program": program}
+    program = _check_ops(data["program"], f"{source}: program", names, located=located)
+    name, description = data.get("name"), data.get("description")
+    return {"name": pathlib.Path(str(source)).stem if name is None else name,
+            "max_connections": mc, "description": "" if description is None else description,
+            "program": program}
 
 
 def load_workload(path):
     path = pathlib.Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise WorkloadError(f"{path}: cannot read ({e.strerror})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise WorkloadError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
-    return parse_workload(data, str(path))
+    return parse_workload(load_json(path, WorkloadError), str(path))
 
 
 def count_ops(program):
@@ -154,6 +382,182 @@ def count_ops(program):
         n += op["count"] * count_ops(op["body"]) if op["op"] == "repeat" else 1
     return n
 
+
+# -- what a run will do, before it runs ------------------------------------------------------------
+
+class _Work:
+    """Kernels and copies, with what bounds their time."""
+
+    __slots__ = ("kernels", "copies", "blocks", "block_ns", "bytes", "device_bytes")
+
+    def __init__(self):
+        self.kernels = self.copies = self.blocks = self.block_ns = self.device_bytes = 0
+        self.bytes = {"h2d": 0, "d2h": 0, "d2d": 0}
+
+    def add(self, other, m):
+        self.kernels += m * other.kernels
+        self.copies += m * other.copies
+        self.blocks += m * other.blocks
+        self.block_ns += m * other.block_ns
+        for k in self.bytes:
+            self.bytes[k] += m * other.bytes[k]
+
+
+def _device_bytes(n):
+    return max(256, (n + 255) // 256 * 256)
+
+
+def work_totals(program):
+    """What a (checked) program does, repeats multiplied out and graph launches counted with
+    their nodes: {ops, graph_launches, sleep_ns, streams, work: _Work run, graph_nodes
+    (instantiated), graph_node_runs, device_bytes, graph_sizes: {graph: nodes}}. Captures are
+    followed in program order (an upper bound where the program's own errors would stop it
+    sooner)."""
+    t = {"ops": 0, "graph_launches": 0, "sleep_ns": 0, "streams": 0, "graph_nodes": 0,
+         "graph_node_runs": 0, "device_bytes": 0, "work": _Work()}
+    state = {"capturing": {}, "event_cap": {}, "caps": {}, "graphs": {}}
+    _walk(program, 1, t, state)
+    t["graph_sizes"] = {name: g[2] for name, g in state["graphs"].items()}
+    return t
+
+
+def _walk(program, m, t, st):
+    capturing, caps = st["capturing"], st["caps"]
+    for op in program:
+        kind = op["op"]
+        if kind == "repeat":
+            if m * op["count"]:
+                _walk(op["body"], m * op["count"], t, st)
+            continue
+        t["ops"] += m
+        if kind == "stream_create":
+            t["streams"] += m
+        elif kind in ("launch_kernel", "memcpy_async"):
+            cap = capturing.get(op["stream"])
+            w = caps[cap][0] if cap is not None else t["work"]
+            if kind == "launch_kernel":
+                g = op["grid"]
+                blocks = g[0] * g[1] * g[2]
+                w.kernels += m
+                w.blocks += m * blocks
+                w.block_ns += m * blocks * op["block_ns"]
+            else:
+                w.copies += m
+                w.bytes[op["kind"]] += m * op["bytes"]
+                if cap is not None:
+                    caps[cap][1] += _device_bytes(op["bytes"])
+                else:
+                    t["device_bytes"] += m * _device_bytes(op["bytes"])
+            if cap is not None:
+                caps[cap][2] += m
+        elif kind == "host_sleep":
+            t["sleep_ns"] += m * op["ns"]
+        elif kind == "event_record":
+            cap = capturing.get(op["stream"])
+            if cap is not None:
+                st["event_cap"][op["event"]] = cap
+            else:
+                st["event_cap"].pop(op["event"], None)
+        elif kind == "stream_wait_event":
+            cap = st["event_cap"].get(op["event"])
+            if cap is not None and op["stream"] not in capturing:
+                capturing[op["stream"]] = cap
+        elif kind == "stream_begin_capture":
+            cap = len(caps)
+            caps[cap] = [_Work(), 0, 0]           # work, device bytes, nodes
+            capturing[op["stream"]] = cap
+        elif kind == "stream_end_capture":
+            cap = capturing.get(op["stream"])
+            st["graphs"][op["graph"]] = caps[cap] if cap is not None else [_Work(), 0, 0]
+            for s in [s for s, c in capturing.items() if c == cap]:
+                del capturing[s]
+        elif kind == "graph_instantiate":
+            g = st["graphs"].get(op["graph"])
+            if g is not None:
+                t["graph_nodes"] += m * g[2]
+                t["device_bytes"] += m * g[1]
+        elif kind == "graph_launch":
+            g = st["graphs"].get(op["graph"])
+            if g is not None:
+                t["graph_launches"] += m
+                t["graph_node_runs"] += m * g[2]
+                t["work"].add(g[0], m)
+
+
+def time_bound_ns(totals, params):
+    """A generous upper bound of a run's simulated time: everything one after another (no
+    overlap), every call paying every CPU cost and latency of the parameter set, every command
+    fetched one dword at a time."""
+    ns_costs = sum(getattr(params, name) for name in vars(params)
+                   if name.endswith("_ns") and isinstance(getattr(params, name), (int, float)))
+    floor = 1e-9                      # parameter files are checked; Python callers may not be
+    dword_ns = 16 * params.cycle_ns + 4 / max(params.dma_read_bytes_per_ns, floor)
+    per_op = ns_costs + 256 * dword_ns
+    w = totals["work"]
+    bw = {"h2d": max(params.h2d_bytes_per_ns, floor), "d2h": max(params.d2h_bytes_per_ns, floor),
+          "d2d": max(params.d2d_bytes_per_ns, floor)}
+    parts = {
+        "calls": totals["ops"] * per_op,
+        "host_sleep": totals["sleep_ns"],
+        "kernel blocks": w.block_ns + w.blocks * (params.block_overhead_ns
+                                                  + params.block_dispatch_ns
+                                                  + params.cupti_kernel_ns
+                                                  + params.cupti_graph_kernel_ns),
+        "kernels and copies": (w.kernels + w.copies) * (ns_costs + 16 * dword_ns),
+        "copied bytes": sum(n / bw[k] for k, n in w.bytes.items()),
+        "graph nodes": (totals["graph_nodes"] + totals["graph_node_runs"]) * (
+            ns_costs + 16 * dword_ns),
+    }
+    return sum(parts.values()), parts
+
+
+def check_run(workload, params, source=None, *, max_connections=None, limits=True):
+    """Reject, before it starts, a run the model cannot do or that would not end in
+    reasonable time: more streams than syncpoints, more work than the per-run limits (unless
+    ``limits`` is false), more device memory than the model hands out, a simulated time past
+    :data:`MAX_SIM_NS`. Returns the totals (:func:`work_totals`)."""
+    where = source or workload.get("name", "<workload>")
+    t = work_totals(workload["program"])
+    w = t["work"]
+    if t["streams"] > params.syncpoints:
+        raise WorkloadError(f"{where}: {_fmt(t['streams'])} streams; the model has "
+                            f"{params.syncpoints} syncpoints, one per stream (parameter "
+                            f"syncpoints)")
+    most_nodes = params.frontend_config(max_connections).graph_nodes_max
+    for name, nodes in t["graph_sizes"].items():
+        if nodes > most_nodes:
+            raise WorkloadError(f"{where}: graph {name!r} captures {_fmt(nodes)} nodes; the "
+                                f"front end's graph walker holds {_fmt(most_nodes)} "
+                                f"(cudaGraphInstantiate would fail)")
+    if limits:
+        for what, n, most, hint in (
+                ("ops (API calls, sleeps and marks)", t["ops"], MAX_OPS,
+                 "about 10 minutes at ~2,000 calls a second"),
+                ("kernels and copies (graph nodes included)",
+                 w.kernels + w.copies, MAX_WORK, "each is simulated one by one"),
+                ("thread blocks", w.blocks, MAX_BLOCKS,
+                 "about 20 minutes at ~100,000 blocks a second"),
+                ("graph nodes instantiated", t["graph_nodes"], MAX_GRAPH_NODES,
+                 "each takes host memory")):
+            if n > most:
+                raise WorkloadError(f"{where}: the program runs {_fmt(n)} {what}, repeats "
+                                    f"multiplied out; the limit is {_fmt(most)} ({hint}); "
+                                    f"gpufe run --no-limits runs it anyway")
+    if t["device_bytes"] > MAX_DEVICE_BYTES:
+        raise WorkloadError(f"{where}: the program copies {_fmt(t['device_bytes'])} bytes in "
+                            f"all; the model gives every copy fresh device memory and has "
+                            f"{_fmt(MAX_DEVICE_BYTES)} bytes (512 GiB) of it")
+    bound, parts = time_bound_ns(t, params)
+    if bound > MAX_SIM_NS:
+        big = ", ".join(f"{k} {v:.3g}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1])
+                        if v > MAX_SIM_NS / 100)
+        raise WorkloadError(f"{where}: the program could run up to {bound:.3g} ns of simulated "
+                            f"time ({big}); the model simulates at most {MAX_SIM_NS:.0e} ns "
+                            f"(about 115 days)")
+    return t
+
+
+# -- running --------------------------------------------------------------------------------------
 
 class ProgramError(ValueError):
     """An API call of the program failed while it ran; names the op's path."""
@@ -169,15 +573,17 @@ def _run_ops(program, rt, progress, where):
     for i, op in enumerate(program):
         kind = op["op"]
         if kind == "repeat":
-            for _ in range(op["count"]):
-                yield from _run_ops(op["body"], rt, progress, f"{where}[{i}].body")
+            # a body that makes no call costs nothing, however often it is repeated
+            if op["count"] and count_ops(op["body"]):
+                for _ in range(op["count"]):
+                    yield from _run_ops(op["body"], rt, progress, f"{where}[{i}].body")
             continue
         try:
             yield from _run_op(op, rt)
         except ProgramError:
             raise
         except ValueError as e:
-            raise ProgramError(f"{where}[{i}] ({kind}): {e}") from None
+            raise ProgramError(f"{op.get('_at') or f'{where}[{i}]'} ({kind}): {e}") from None
         if progress:
             progress()
 

@@ -123,19 +123,92 @@ class Params:
         return replace(self, **kw)
 
 
+class ParamsError(ValueError):
+    """A parameter file that cannot be used; names the file and the field."""
+
+
+def _limits(name):
+    """(least, most, unit) of a numeric parameter."""
+    if name == "query_cpu_ns":
+        return 1, 1e9, "ns (event_query spins: each query must take time)"
+    if name.endswith("_bytes_per_ns"):
+        return 0.001, 1e6, "bytes per ns"
+    if name.endswith("_ns"):
+        return 0, 1e9, "ns"
+    return {"clock_ghz": (0.001, 100, "GHz"), "sms": (1, 1024, ""),
+            "max_threads_per_sm": (1024, 65536, "(a block may have 1,024 threads)"),
+            "max_blocks_per_sm": (1, 1024, ""), "max_resident_kernels": (1, 65536, ""),
+            "kickoff_batch": (1, 1024, ""), "gpfifo_entries": (2, 65536, "(a power of two)"),
+            "pushbuffer_bytes": (4096, 1 << 30, "bytes"), "max_connections": (1, 32, ""),
+            "fifo_depth": (64, 65536, "dwords"), "slot_words": (1, 256, "dwords"),
+            "syncpoints": (1, 4096, ""), "dma_burst": (2, 1024, "dwords")}.get(name)
+
+
+def check(raw, source):
+    """The fields of a parameter file (a dict from JSON) checked: known names, the right
+    types, finite numbers in range, sizes the front end can be built with."""
+    from ..workload import show, number, _check_text, _key
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{source}: the top level must be an object")
+    types = {f.name: f.type for f in fields(Params)}
+    unknown = sorted(set(raw) - set(types) - {"_doc"})
+    if unknown:
+        raise ParamsError(f"{source}: unknown parameters {', '.join(_key(u) for u in unknown)}")
+    for name, v in raw.items():
+        typ = types.get(name)
+        if typ is None:
+            continue
+        where = f"{source}: {name}"
+        if typ in (str, "str"):
+            if not isinstance(v, str):
+                raise ParamsError(f"{where} must be a string, not {show(v)}")
+            _check_text(v, where, ParamsError)
+            continue
+        integer = typ in (int, "int")
+        if not number(v) or (integer and not isinstance(v, int)):
+            raise ParamsError(f"{where} must be {'an integer' if integer else 'a finite number'}"
+                              f", not {show(v)}")
+        lo, hi, unit = _limits(name)
+        if not lo <= v <= hi:
+            raise ParamsError(f"{where} is {v:g}; it must be {lo:g}..{hi:g} {unit}".rstrip())
+    p = Params(**{k: v for k, v in raw.items() if k in types})
+    if p.gpfifo_entries & (p.gpfifo_entries - 1):
+        raise ParamsError(f"{source}: gpfifo_entries must be a power of two, not "
+                          f"{p.gpfifo_entries}")
+    if p.pushbuffer_bytes < 1024 * p.kickoff_batch:
+        raise ParamsError(f"{source}: pushbuffer_bytes {p.pushbuffer_bytes} cannot hold "
+                          f"kickoff_batch {p.kickoff_batch} calls (1,024 bytes each)")
+    for profiled in (False, True):
+        for reg, cycles in p.frontend_settings(profiled).items():
+            if cycles > 0xFFFF:
+                what = {"acquire_retry": "acquire_retry_ns" + (" + cupti_acquire_ns"
+                                                               if profiled else ""),
+                        "timestamp_hold": "timestamp_hold_ns"}.get(reg, reg)
+                raise ParamsError(f"{source}: {what} is {cycles:,} cycles at clock_ghz "
+                                  f"{p.clock_ghz:g}; the front end's {reg} register holds "
+                                  f"65,535")
+    check_config(p, p.max_connections, source)
+    return p
+
+
+def check_config(params, max_connections, source=None):
+    """The front end this parameter set builds for ``max_connections`` channels, or
+    :class:`ParamsError` saying why it cannot be built."""
+    try:
+        return params.frontend_config(max_connections)
+    except ValueError as e:
+        raise ParamsError(f"{source or params.name}: with max_connections {max_connections}: "
+                          f"{e}") from None
+
+
 def load(name_or_path="h200"):
+    from ..workload import load_json
     path = pathlib.Path(name_or_path)
     if not path.suffix:
         path = _HERE / f"{name_or_path}.json"
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"no parameter set {name_or_path!r} ({path})") from None
-    known = {f.name for f in fields(Params)}
-    unknown = sorted(set(raw) - known - {"_doc"})
-    if unknown:
-        raise ValueError(f"{path}: unknown parameters {unknown}")
-    return Params(**{k: v for k, v in raw.items() if k in known})
+    if not path.exists():
+        raise ParamsError(f"no parameter set {str(name_or_path)!r} ({path})")
+    return check(load_json(path, ParamsError), str(path))
 
 
 def dump(params, path):

@@ -44,3 +44,104 @@ def test_as_graph_predicts_the_measured_graph_step_time(model):
                                   if r["kind"] == "kernel"])
     err = got["per_step_us"] / measured["graph_us_per_step"] - 1
     assert abs(err) <= 0.15, (got, measured)
+
+
+# -- replays of bad traces: errors name the trace and the event, before anything runs ---------
+
+from sim.replay import prepare                                       # noqa: E402
+from sim.traces import TraceError                                    # noqa: E402
+from sim.workload import WorkloadError                               # noqa: E402
+
+
+def kev(cat, name, ts, dur, **args):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
+
+
+def trace(tmp_path, events, name="t.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps({"traceEvents": events}))
+    return p
+
+
+def pair(corr, ts, dur=2.0, stream=7, call="cudaLaunchKernel", cat="cuda_runtime"):
+    return [kev(cat, call, ts, 1.0, correlation=corr),
+            kev("kernel", f"k{corr}", ts + 2, dur, correlation=corr, stream=stream,
+                grid=[1, 1, 1], block=[128, 1, 1])]
+
+
+def test_a_kernel_too_long_for_the_model_names_its_event(tmp_path):
+    p = trace(tmp_path, pair(1, 10.0) + pair(2, 20.0, dur=5e6))       # 5 s
+    with pytest.raises(TraceError, match=rf"^{p}: traceEvents\[3\]: kernel 'k2' runs 5 s"):
+        prepare(p, load("h200"))
+
+
+def test_cpu_time_too_long_for_a_sleep_names_the_call(tmp_path):
+    p = trace(tmp_path, pair(1, 10.0) + pair(2, 10.0 + 2e10))           # 20,000 s later
+    with pytest.raises(TraceError, match=rf"^{p}: traceEvents\[2\]: 2e\+04 s of CPU time"):
+        prepare(p, load("h200"))
+
+
+def test_a_copy_too_large_names_its_event(tmp_path):
+    events = pair(1, 10.0) + [kev("cuda_runtime", "cudaMemcpyAsync", 20.0, 1.0, correlation=2),
+                              kev("gpu_memcpy", "Memcpy HtoD", 22.0, 1.0, correlation=2,
+                                  stream=7, bytes=1 << 33)]
+    with pytest.raises(TraceError, match=r"traceEvents\[3\]: a copy of 8,589,934,592 bytes"):
+        prepare(trace(tmp_path, events), load("h200"))
+
+
+def test_zero_byte_copies_and_other_kinds_are_cpu_time(tmp_path):
+    events = pair(1, 10.0) + [kev("cuda_runtime", "cudaMemcpyAsync", 20.0, 1.0, correlation=2),
+                              kev("gpu_memcpy", "Memcpy HtoD", 22.0, 1.0, correlation=2,
+                                  stream=7, bytes=0)]
+    w, _ = prepare(trace(tmp_path, events), load("h200"))
+    assert [op["op"] for op in w["program"]].count("memcpy_async") == 0
+
+
+def test_a_runtime_and_a_driver_call_sharing_an_id_launch_the_kernel_once(tmp_path):
+    events = pair(1, 10.0) + [kev("cuda_driver", "cuLaunchKernel", 10.5, 0.2, correlation=1)]
+    w, _ = prepare(trace(tmp_path, events), load("h200"))
+    assert [op["op"] for op in w["program"]].count("launch_kernel") == 1
+
+
+def test_a_trace_of_graph_launches_only_says_so(tmp_path):
+    events = [kev("cuda_runtime", "cudaGraphLaunch", 10.0, 2.0, correlation=5),
+              kev("kernel", "a", 13.0, 5.0, correlation=5, stream=7),
+              kev("kernel", "b", 18.0, 5.0, correlation=5, stream=7)]
+    p = trace(tmp_path, events)
+    with pytest.raises(TraceError, match=rf"^{p}: nothing to replay.*its 1 graph launches are "
+                                         r"not replayed"):
+        prepare(p, load("h200"))
+
+
+def test_more_streams_than_syncpoints_is_said_before_the_run(tmp_path):
+    events = []
+    for i in range(5):
+        events += pair(i + 1, 10.0 * (i + 1), stream=100 + i)
+    p = trace(tmp_path, events)
+    with pytest.raises(WorkloadError, match=rf"^{p}: 5 streams; the model has 4 syncpoints"):
+        prepare(p, load("h200").with_overrides(syncpoints=4))
+
+
+def test_replay_ops_carry_their_trace_event(tmp_path):
+    p = trace(tmp_path, pair(1, 10.0) + pair(2, 20.0))
+    w, _ = prepare(p, load("h200"))
+    launches = [op for op in w["program"] if op["op"] == "launch_kernel"]
+    assert [op["_at"] for op in launches] == [f"{p}: traceEvents[1]", f"{p}: traceEvents[3]"]
+
+
+def test_as_graph_splits_segments_larger_than_the_graph_walker(tmp_path):
+    events = []
+    for i in range(7):
+        events += pair(i + 1, 10.0 * (i + 1))
+    params = load("h200")
+    from dataclasses import replace
+    cfg = params.frontend_config()
+    import sim.params as sp
+    orig = sp.Params.frontend_config
+    try:
+        sp.Params.frontend_config = lambda self, mc=None: replace(cfg, graph_nodes_max=3)
+        w, _ = prepare(trace(tmp_path, events), params, as_graph=True)
+    finally:
+        sp.Params.frontend_config = orig
+    ops = [op["op"] for op in w["program"]]
+    assert ops.count("graph_instantiate") == 3 and ops.count("launch_kernel") == 7
