@@ -1,18 +1,87 @@
 """The ``gpufe`` command."""
 
 import argparse
+import math
+import os
+import pathlib
+import stat
 import sys
 
 from rtl.config import FrontEndConfig
 
 
+class UsageError(ValueError):
+    """Options that do not go together, or an output that cannot be written."""
+
+
 def _config(args):
-    return FrontEndConfig(channels=args.channels, fifo_depth=args.fifo_depth)
+    try:
+        return FrontEndConfig(channels=args.channels, fifo_depth=args.fifo_depth)
+    except ValueError as e:
+        raise UsageError(f"--channels {args.channels} --fifo-depth {args.fifo_depth}: "
+                         f"{e}") from None
+
+
+def check_outputs(outputs, inputs=()):
+    """Before any work: every output path (option -> path, None for not given) can be
+    written (its folder exists, it is not a folder, a file can be created or appended there),
+    no two outputs are one file, and no output is one of the ``inputs``."""
+    seen = {}
+    for opt, path in outputs.items():
+        if path is None:
+            continue
+        if path == "":
+            raise UsageError(f"{opt}: empty file name")
+        p = pathlib.Path(path)
+        key = os.path.abspath(path)
+        if key in seen:
+            raise UsageError(f"{opt} and {seen[key]} both write {path}")
+        seen[key] = opt
+        for i in inputs:
+            if i and os.path.abspath(i) == key:
+                raise UsageError(f"{opt} {path} would overwrite an input file")
+        parent = p.parent
+        if not parent.exists():
+            raise UsageError(f"{opt} {path}: folder {parent} does not exist")
+        if not parent.is_dir():
+            raise UsageError(f"{opt} {path}: {parent} is not a folder")
+        if p.is_dir():
+            raise UsageError(f"{opt} {path} is a folder")
+        try:
+            if p.exists() and not stat.S_ISREG(p.stat().st_mode):
+                continue              # /dev/null, a pipe: written as they are
+            existed = p.exists()
+            with open(p, "a"):
+                pass
+            if not existed:
+                p.unlink()
+        except OSError as e:
+            raise UsageError(f"{opt} {path}: cannot write ({e.strerror or e})") from None
+
+
+def check_out_dir(opt, path):
+    """A folder that will be made if missing: it, or its nearest existing parent, must be a
+    folder one can write into."""
+    p = pathlib.Path(path)
+    if p.exists():
+        if not p.is_dir():
+            raise UsageError(f"{opt} {path} is not a folder")
+        probe = p
+    else:
+        probe = p.parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if not probe.is_dir():
+            raise UsageError(f"{opt} {path}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"{opt} {path}: cannot write into {probe}")
 
 
 def cmd_demo(args):
     from .demo import run_demo
-    run_demo(_config(args), vcd=args.vcd)
+    cfg = _config(args)
+    check_outputs({"--vcd": args.vcd or None})
+    run_demo(cfg, vcd=args.vcd)
     return 0
 
 
@@ -24,23 +93,41 @@ def cmd_run(args):
     from .summary import print_summary
     from .workload import load_workload
 
+    from .params import check_config
+    from .workload import check_run
     if bool(args.workload) == bool(args.from_trace):
-        raise ValueError("give a workload file or --from-trace TRACE (one of them)")
+        raise UsageError("give a workload file or --from-trace TRACE (one of them)")
     if args.as_graph and not args.from_trace:
-        raise ValueError("--as-graph goes with --from-trace")
+        raise UsageError("--as-graph goes with --from-trace")
+    # everything given is checked before anything runs
+    check_outputs({"--timeline": args.timeline, "--perfetto": args.perfetto,
+                   "--vcd": args.vcd}, inputs=(args.workload, args.from_trace,
+                                              args.params if pathlib.Path(args.params).suffix
+                                              else None))
     params = load(args.params)
+    if args.from_trace:
+        trace_run = _prepare_from_trace(args, params)
+    else:
+        workload = load_workload(args.workload)
+        mc = args.max_connections or workload["max_connections"] or params.max_connections
+        check_config(params, mc, args.params)
+        check_run(workload, params, args.workload, max_connections=mc,
+                  limits=not args.no_limits)
     backend = args.backend
     if backend == "compiled" and args.vcd:
         print("gpufe: --vcd needs the Python simulator; using --backend pysim", file=sys.stderr)
         backend = "pysim"
     progress = sys.stderr.isatty() or args.progress
     if args.from_trace:
-        return _run_from_trace(args, params, backend, progress)
-    workload = load_workload(args.workload)
+        return _run_from_trace(args, params, backend, progress, *trace_run)
+    # the timeline is streamed out as the run goes (memory bounded however long it is; the
+    # same JSONL and summary); a Perfetto trace is made from the whole list of records
+    bounded = not args.perfetto
     result = simulate(workload, params, args.max_connections, vcd=args.vcd or None,
                       jumps=not args.no_jumps, progress=progress,
-                      backend=backend, profiler=args.profiler)
-    if args.timeline:
+                      backend=backend, profiler=args.profiler, bounded=bounded,
+                      timeline=args.timeline if bounded else None)
+    if args.timeline and not bounded:
         write_jsonl(result.records, args.timeline)
     if args.perfetto:
         with open(args.perfetto, "w") as f:
@@ -50,39 +137,63 @@ def cmd_run(args):
     return 0
 
 
-def _run_from_trace(args, params, backend, progress):
-    from .replay import replay, step_summary
-    from .timeline import write_jsonl
-    from .traces import read_trace
+def _prepare_from_trace(args, params):
+    """The trace read and its replays prepared and checked: (measured metrics, runs), each
+    run (label, as_graph, workload, steps)."""
+    from .params import check_config
+    from .replay import prepare
+    from .traces import read_trace_located
     from .metrics import metrics
-    measured = metrics(read_trace(args.from_trace))
-    runs = [("eager", False)] + ([("graph", True)] if args.as_graph else [])
+    trace = read_trace_located(args.from_trace)
+    measured = metrics(trace[0])
+    runs = []
+    for label, as_graph in [("eager", False)] + ([("graph", True)] if args.as_graph else []):
+        w, steps = prepare(args.from_trace, params, as_graph=as_graph, profiler=args.profiler,
+                           max_connections=args.max_connections, limits=not args.no_limits,
+                           trace=trace)
+        check_config(params, args.max_connections or w["max_connections"]
+                     or params.max_connections, args.params)
+        runs.append((label, as_graph, w, steps))
+    return measured, runs
+
+
+def _run_from_trace(args, params, backend, progress, measured, runs):
+    import json
+    from .replay import step_summary
+    from .run import simulate
+    from .timeline import write_jsonl, perfetto
     print(f"gpufe run --from-trace {args.from_trace} (profiler {args.profiler}, params "
           f"{params.name})")
     print(f"  measured (trace): {measured.get('kernels', 0)} kernels, GPU span "
           f"{measured.get('gpu_span_us', 0):,.1f} us")
     out = {}
-    for label, as_graph in runs:
-        result, steps = replay(args.from_trace, params, as_graph=as_graph,
-                               profiler=args.profiler, backend=backend, progress=progress)
+    for i, (label, as_graph, w, steps) in enumerate(runs):
+        last = i == len(runs) - 1          # the run whose timeline, trace and VCD are written
+        result = simulate(w, params, args.max_connections, vcd=(args.vcd or None) if last
+                          else None, jumps=not args.no_jumps, progress=progress,
+                          backend=backend, profiler=args.profiler)
         s = out[label] = step_summary(result, steps)
         print(f"  model, {label:5s}: {s['kernels']} kernels in {steps} steps; "
               f"{s['per_step_us']:,.1f} us per step, GPU span {s['gpu_span_us']:,.1f} us, "
               f"wall {s['wall_us']:,.1f} us (simulated in {result.wall_s:.1f} s)")
-        if args.timeline and (as_graph or not args.as_graph):
+        if last and args.timeline:
             write_jsonl(result.records, args.timeline)
+        if last and args.perfetto:
+            with open(args.perfetto, "w") as f:
+                json.dump(perfetto(result.records), f)
     if args.as_graph:
         e, g = out["eager"]["per_step_us"], out["graph"]["per_step_us"]
         print(f"  CUDA graphs would take {g:,.1f} us per step instead of {e:,.1f} "
-              f"({100 * (1 - g / e):.0f}% less)")
+              f"({100 * (1 - g / e):.0f}% less)" if e > 0 else
+              f"  CUDA graphs would take {g:,.1f} us per step instead of {e:,.1f}")
     return 0
 
 
 def cmd_metrics(args):
     from .traces import read_trace
     from .metrics import metrics, format_metrics
-    for path in args.trace:
-        records = read_trace(path)
+    traces = [(path, read_trace(path)) for path in args.trace]     # all read before any output
+    for path, records in traces:
         h = records[0]
         print(f"{path}: {h.get('scenario', '?')} on {h.get('device', '?')}")
         print(format_metrics(metrics(records)))
@@ -93,12 +204,13 @@ def cmd_validate(args):
     from .params import load
     from .scenarios import scenario_names
     from . import validate as v
+    check_outputs({"--json": args.json, "--plot": args.plot}, inputs=(args.params,))
     params = load(args.params)
     names = scenario_names()
     if args.scenarios:
         unknown = sorted(set(args.scenarios) - set(names))
         if unknown:
-            raise ValueError(f"unknown scenarios: {', '.join(unknown)} (known: "
+            raise UsageError(f"unknown scenarios: {', '.join(unknown)} (known: "
                              f"{', '.join(names)})")
         names = args.scenarios
     print(f"gpufe validate: {len(names)} scenarios, params {params.name}, backend "
@@ -114,13 +226,15 @@ def cmd_validate(args):
 
 
 def cmd_calibrate(args):
-    import pathlib
     from .calibrate import calibrate, write
+    from .params import load
+    out = pathlib.Path(args.out)
+    res = out.with_name(f"{out.stem}_residuals.json")
+    check_outputs({"--out": args.out, "--out (residuals)": str(res)}, inputs=(args.base,))
+    load(args.base)                     # a bad parameter set is said now, not after the fit
     params, residuals = calibrate(args.base, backend=args.backend,
                                   log=lambda m: print(m, file=sys.stderr))
-    out = pathlib.Path(args.out)
     params = params.with_overrides(name=out.stem)
-    res = out.with_name(f"{out.stem}_residuals.json")
     write(params, residuals, out, res)
     print(f"gpufe calibrate: wrote {out} and {res}")
     return 0
@@ -130,7 +244,20 @@ def cmd_synth(args):
     from constraints.boards import board
     from . import synth
     b = board(args.board)
-    cfg = synth.fpga_config(args.channels, args.fifo_depth, args.graph_nodes, args.graph_edges)
+    try:
+        cfg = synth.fpga_config(args.channels, args.fifo_depth, args.graph_nodes,
+                                args.graph_edges)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if not args.check:
+        check_out_dir("--out", args.out)
+        if args.clock_mhz:
+            from constraints.ecp5_pll import pll_params
+            f_in = b.make_platform().default_clk_frequency / 1e6
+            try:
+                pll_params(f_in, args.clock_mhz)
+            except ValueError as e:
+                raise UsageError(f"--clock-mhz {args.clock_mhz:g}: {e}") from None
     if args.check:
         print(synth.check(cfg))
         return 0
@@ -145,7 +272,69 @@ def cmd_synth(args):
     return 0
 
 
+def _int_in(lo, hi):
+    """argparse type: an integer lo..hi."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{v} is not in {lo}..{hi}")
+        return v
+    return parse
+
+
+def _mhz(text):
+    """argparse type: a finite frequency >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or not 0 <= v <= 1000:
+        raise argparse.ArgumentTypeError(f"{text} is not a frequency 0..1000 MHz")
+    return v
+
+
+#: errors that are about what the user gave (printed as one line, exit status 2)
+def _user_errors():
+    from .cosim import Deadlock
+    from .params import ParamsError
+    from .scenarios import ScenarioError
+    from .traces import TraceError
+    from .workload import WorkloadError, ProgramError
+    return (UsageError, WorkloadError, TraceError, ParamsError, ProgramError, ScenarioError,
+            Deadlock)
+
+
+def _internal_error(e):
+    """One line that says a bug in gpufe (not the input) stopped it, and where."""
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    here = ""
+    if frames:
+        f = frames[-1]
+        try:
+            name = os.path.relpath(f.filename)
+        except ValueError:
+            name = f.filename
+        here = f" at {name}:{f.lineno} in {f.name}"
+    if os.environ.get("GPUFE_TRACEBACK"):
+        traceback.print_exception(e)
+    msg = str(e).splitlines()[0][:300] if str(e) else ""
+    print(f"gpufe: internal error (a bug in gpufe, not in the input): {type(e).__name__}"
+          f"{': ' + msg if msg else ''}{here}; please report it with the command and its input "
+          f"(GPUFE_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+
+
 def main(argv=None):
+    # names and paths from files go to stdout: never let one that cannot be encoded kill it
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
     parser = argparse.ArgumentParser(prog="gpufe", description=(
         "Cycle-approximate model of a GPU command front end (Amaranth RTL)."))
     sub = parser.add_subparsers(dest="command", required=True)
@@ -154,8 +343,9 @@ def main(argv=None):
                                        "what happened and write a VCD")
     demo.add_argument("--vcd", default="gpufe_demo.vcd",
                       help="waveform to write (default %(default)s; '' for none)")
-    demo.add_argument("--channels", type=int, default=FrontEndConfig.channels)
-    demo.add_argument("--fifo-depth", type=int, default=FrontEndConfig.fifo_depth)
+    demo.add_argument("--channels", type=_int_in(1, 256), default=FrontEndConfig.channels)
+    demo.add_argument("--fifo-depth", type=_int_in(16, 1 << 16),
+                      default=FrontEndConfig.fifo_depth)
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser("run", help="run a workload (JSON) through the host model and the RTL")
@@ -166,11 +356,13 @@ def main(argv=None):
                      help="with --from-trace: also run the launches between host "
                           "synchronisations as one CUDA graph, and compare")
     run.add_argument("--params", default="h200", help="parameter set name or JSON file")
-    run.add_argument("--max-connections", type=int, default=None,
+    run.add_argument("--max-connections", type=_int_in(1, 32), default=None,
                      help="CUDA_DEVICE_MAX_CONNECTIONS (1..32); default: the workload's, "
                           "else the parameter set's")
     run.add_argument("--timeline", help="write the timeline as JSONL (reference trace schema)")
-    run.add_argument("--perfetto", help="write a Chrome/Perfetto trace JSON")
+    run.add_argument("--perfetto", help="write a Chrome/Perfetto trace JSON (keeps the whole "
+                                        "timeline in memory, about 1 KB a launch; without it "
+                                        "the timeline is streamed and memory stays bounded)")
     run.add_argument("--vcd", help="write a VCD of the RTL (large for long runs)")
     run.add_argument("--backend", choices=("pysim", "compiled"), default="compiled",
                      help="RTL simulator: the design compiled by Yosys CXXRTL (compiled, "
@@ -182,6 +374,11 @@ def main(argv=None):
     run.add_argument("--profiler", choices=("off", "cupti"), default="off",
                      help="run as under CUPTI activity tracing (as the reference traces were "
                           "taken: cupti) or without a profiler (off, default)")
+    run.add_argument("--no-limits", action="store_true",
+                     help="run a program larger than the model's work limits (1,000,000 ops, "
+                          "2,000,000 kernels and copies, 10^8 thread blocks, 10^6 graph "
+                          "nodes: hours of simulation); the simulated-time and address-space "
+                          "limits stay")
     run.set_defaults(func=cmd_run)
 
     met = sub.add_parser("metrics", help="print the metrics of traces (fe_trace JSONL, Kineto "
@@ -213,18 +410,19 @@ def main(argv=None):
                                        "on-chip traffic generator) for an FPGA board with the "
                                        "open toolchain; print resources and Fmax")
     syn.add_argument("--board", default="ulx3s-85f", choices=sorted(BOARDS))
-    syn.add_argument("--channels", type=int, default=None,
+    syn.add_argument("--channels", type=_int_in(1, 256), default=None,
                      help=f"hardware channels (default {FrontEndConfig.channels})")
-    syn.add_argument("--fifo-depth", type=int, default=None,
+    syn.add_argument("--fifo-depth", type=_int_in(16, 1 << 16), default=None,
                      help=f"FIFO SRAM dwords (default {FrontEndConfig.fifo_depth})")
-    syn.add_argument("--graph-nodes", type=int, default=FPGA_GRAPH_NODES,
+    syn.add_argument("--graph-nodes", type=_int_in(2, 1 << 16), default=FPGA_GRAPH_NODES,
                      help="graph walker nodes (default %(default)s; the simulation default "
                           f"{FrontEndConfig.graph_nodes_max} needs more block RAM than an ECP5)")
-    syn.add_argument("--graph-edges", type=int, default=FPGA_GRAPH_EDGES)
-    syn.add_argument("--clock-mhz", type=float, default=CLOCK_MHZ,
+    syn.add_argument("--graph-edges", type=_int_in(1, 1 << 17), default=FPGA_GRAPH_EDGES)
+    syn.add_argument("--clock-mhz", type=_mhz, default=CLOCK_MHZ,
                      help="front-end clock from the board's PLL (default %(default)s; 0: the "
                           "board oscillator itself)")
-    syn.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    syn.add_argument("--seed", type=_int_in(0, (1 << 31) - 1), default=1,
+                     help="nextpnr placement seed")
     syn.add_argument("--router", choices=ROUTERS, default=ROUTER,
                      help="nextpnr's router (default %(default)s)")
     syn.add_argument("--out", default="build/synth", help="directory for reports and bitstream")
@@ -233,15 +431,56 @@ def main(argv=None):
     syn.set_defaults(func=cmd_synth)
 
     args = parser.parse_args(argv)
-    if getattr(args, "max_connections", None) is not None and \
-            not 1 <= args.max_connections <= 32:
-        parser.error("--max-connections must be 1..32")
+    user_errors = _user_errors()
     from .cosim import Deadlock
+    from .workload import ProgramError
+    err = sys.stderr = _LineTracker(sys.stderr)
     try:
         return args.func(args)
-    except (ValueError, Deadlock) as e:
-        print(f"gpufe: {e}", file=sys.stderr)
+    except user_errors as e:
+        msg = str(e)
+        source = getattr(args, "workload", None) or getattr(args, "from_trace", None)
+        if isinstance(e, (ProgramError, Deadlock)) and source and not msg.startswith(source):
+            msg = f"{source}: {msg}"           # an error while the program ran
+        err.end_line()
+        print(f"gpufe: {msg}", file=sys.stderr)
         return 2
+    except OSError as e:             # writing an output: disk full, permissions changed...
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        err.end_line()
+        print(f"gpufe: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        err.end_line()
+        print("gpufe: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:          # noqa: BLE001 - anything else is a bug, said as one
+        err.end_line()
+        _internal_error(e)
+        return 70
+    finally:
+        sys.stderr = err.stream
+
+
+class _LineTracker:
+    """stderr, remembering whether a line was left open (a progress bar), so that an error
+    goes on a line of its own."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.open = False
+
+    def write(self, s):
+        if s:
+            self.open = not s.endswith("\n")
+        return self.stream.write(s)
+
+    def end_line(self):
+        if self.open:
+            self.write("\n")
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 if __name__ == "__main__":

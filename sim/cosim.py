@@ -21,11 +21,11 @@ import sys
 from collections import deque, defaultdict
 
 from rtl.frontend import FrontEnd
-from rtl.layouts import ChannelReg, CHANNEL_REGS, COPY_FLAG_DESCRIPTOR
+from rtl.layouts import ChannelReg, CHANNEL_REGS, COPY_FLAG_DESCRIPTOR, LAUNCH_DESCRIPTOR_ALIGN
 from .backend import PysimBackend
 from .engines import ComputeEngine, CopyEngines
 from .events import EventQueue, ps
-from .hostmem import HostMemory
+from .hostmem import HostMemory, BlockPool
 
 
 class Deadlock(RuntimeError):
@@ -63,12 +63,18 @@ class CoSim:
         self._visible_ps = ps(params.host_write_visible_ns)
         self._dma_step_ps = max(self.cycle_ps, ps(4 / params.dma_read_bytes_per_ns))
         self._mmio_due = 0                # cycle of the latest MMIO write queued
-        # what a dispatch refers to
+        # launch descriptors (QMDs): taken by a launch, given back once its kernel is dispatched
+        self.descriptors = BlockPool(self.mem, LAUNCH_DESCRIPTOR_ALIGN, LAUNCH_DESCRIPTOR_ALIGN)
+        # what a dispatch refers to; an entry goes at its dispatch
         self.launches = {}                # descriptor address -> (Kernel, record)
         self.copy_jobs = {}               # dst address -> (Copy, record)
-        # graph nodes: descriptor address -> (Kernel or Copy, record) per launch, in order
+        # graph nodes: (descriptor address, channel) -> (Kernel or Copy, record) per launch, in
+        # order: launches of one channel reach the walker in channel order, but a launch on
+        # another channel may overtake them (one blocked behind an acquire)
         self.graph_launches = defaultdict(deque)
         self.segment_ends = {}            # push-buffer byte address past a segment -> callback
+        # told of every kernel and copy dispatched and ended (a streamed timeline), or None
+        self.jobs = None
         # CPU thread
         self._cpu = None
         self._cpu_wait = None
@@ -158,9 +164,13 @@ class CoSim:
 
     def _kernel_done(self, kernel):
         self._completion("compute_done", kernel.key, kernel.release)
+        if self.jobs is not None:
+            self.jobs.done(kernel)
 
     def _copy_done(self, copy):
         self._completion("copy_done", copy.key)
+        if self.jobs is not None:
+            self.jobs.done(copy)
 
     # -- the harness: called by the backend whenever it stops -------------------------------------
 
@@ -206,19 +216,24 @@ class CoSim:
         if "compute" in offers:
             rec = b.get("compute__payload")
             if rec.graph:
-                kernel, record = self.graph_launches[rec.descriptor].popleft()
+                kernel, record = self.graph_launches[rec.descriptor, rec.channel].popleft()
             else:
                 kernel, record = self.launches.pop(rec.descriptor)
                 record["_dispatched"] = t // 1000
+                self.descriptors.give(rec.descriptor)     # the front end is done with it
             kernel.key = (rec.channel, rec.seq, rec.node, rec.graph)
+            if self.jobs is not None:
+                self.jobs.dispatched(kernel, record, self.ev.now // 1000)
             self.compute.launch(kernel, graph=bool(rec.graph))
         if "copy" in offers:
             rec = b.get("copy__payload")
             if rec.flags & COPY_FLAG_DESCRIPTOR:
-                job, record = self.graph_launches[rec.src].popleft()
+                job, record = self.graph_launches[rec.src, rec.channel].popleft()
             else:
                 job, record = self.copy_jobs.pop(rec.dst)
             job.key = (rec.channel, rec.seq, rec.node, rec.graph)
+            if self.jobs is not None:
+                self.jobs.dispatched(job, record, self.ev.now // 1000)
             self.copies.launch(job)
 
     def _dma_read(self, rq, t):

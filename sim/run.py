@@ -6,13 +6,16 @@ import time
 
 from .cosim import CoSim
 from .runtime import Runtime
-from .timeline import finish_records
+import contextlib
+
+from .timeline import (finish_records, TimelineStream, TimelineDigest, OutputFile, jsonl_line,
+                       write_jsonl)
 from .workload import run_program, count_ops
 
 
 @dataclass
 class RunResult:
-    records: list
+    records: list                   # the timeline; None for a bounded run
     stats: dict
     wall_s: float
     workload: dict
@@ -20,6 +23,7 @@ class RunResult:
     max_connections: int
     blocked_launches: int
     backend: str = "pysim"
+    digest: TimelineDigest = None   # a bounded run's summary figures (see summary.py)
 
 
 class Progress:
@@ -42,20 +46,49 @@ class Progress:
 
 
 def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
-             progress=False, backend="pysim", profiler="off"):
+             progress=False, backend="pysim", profiler="off", bounded=False, timeline=None):
+    """Run ``workload``; the result holds its timeline (``records``).
+
+    ``bounded``: keep no list of records, so that memory does not grow with the run's length:
+    each record goes out once nothing later can sort before it (``TimelineStream``), to
+    ``timeline`` (a JSONL path) if given, and into the summary figures (``result.digest``);
+    ``result.records`` is None. The JSONL and the figures are the same as without.
+    ``timeline`` without ``bounded``: the JSONL is written once the run has ended.
+    """
     mc = max_connections or workload.get("max_connections") or params.max_connections
     sim = CoSim(params, mc, vcd=vcd, jumps=jumps, backend=backend, profiler=profiler)
     rt = Runtime(sim)
-    bar = Progress(count_ops(workload["program"]), progress)
-    sim.start_cpu(run_program(workload["program"], rt, bar))
-    t0 = time.perf_counter()
-    sim.run()
-    wall = time.perf_counter() - t0
     header = {"kind": "meta", "what": "header", "t": 0, "scenario": workload["name"],
               "device": params.device, "sms": params.sms, "driver": "gpufe",
               "runtime": "gpufe", "max_connections": mc,
               "params": {"params": params.name, "profiler": profiler}, "model": True}
-    rt.cupti_submitted()
-    records = finish_records(header, rt.marks, rt.records, sim.now_ns)
+    with contextlib.ExitStack() as stack:
+        digest, stream = None, None
+        if bounded:
+            digest = TimelineDigest()
+            out = stack.enter_context(OutputFile(timeline)) if timeline else None
+
+            def emit(r, add=digest.add, write=out.write if out else None):
+                add(r)
+                if write:
+                    write(jsonl_line(r))
+            stream = TimelineStream(header, emit, lambda: sim.ev.now // 1000,
+                                    cupti=profiler == "cupti")
+            rt.records, rt.marks, sim.jobs = stream, stream.marks, stream
+        bar = Progress(count_ops(workload["program"]), progress)
+        sim.start_cpu(run_program(workload["program"], rt, bar))
+        t0 = time.perf_counter()
+        sim.run()
+        wall = time.perf_counter() - t0
+        if bounded:
+            stream.finish(sim.now_ns)
+            records = None
+            if out:
+                out.commit()
+        else:
+            rt.cupti_submitted()
+            records = finish_records(header, rt.marks, rt.records, sim.now_ns)
+            if timeline:
+                write_jsonl(records, timeline)
     return RunResult(records, dict(sim.stats), wall, workload, params, mc, rt.blocked_launches,
-                     sim.backend.name)
+                     sim.backend.name, digest)

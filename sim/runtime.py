@@ -33,6 +33,7 @@ from rtl.layouts import ChannelReg, SemOp, Method
 from .encode import (PushBuffer, launch_descriptor, syncpoint_address, gp_entry,
                      encode_graph_node)
 from .engines import Kernel, Copy
+from .hostmem import SegmentRing
 
 RUNTIME_NAMES = {
     "launch_kernel": "cudaLaunchKernel_v7000",
@@ -113,6 +114,7 @@ class Channel:
     pb_used: int = 0
     priority: int = 0
     pending: list = field(default_factory=list)     # (PushBuffer, record) not kicked off
+    pb_ring: SegmentRing = None     # the push buffer in host memory, segments carved from it
 
 
 @dataclass
@@ -170,7 +172,8 @@ class Runtime:
     def _make_channel(self, cid, kind):
         entries = self.p.gpfifo_entries
         base = self.sim.mem.alloc(8 * entries)
-        ch = Channel(cid, kind, base, entries, self.p.pushbuffer_bytes)
+        ch = Channel(cid, kind, base, entries, self.p.pushbuffer_bytes,
+                     pb_ring=SegmentRing(self.sim.mem, self.p.pushbuffer_bytes))
         reg = lambda r: self.sim.channel_register(cid, r)
         # programmed by the KMD at context creation, before the program starts
         for r, v in ((ChannelReg.GPFIFO_BASE_LO, base & 0xFFFFFFFF),
@@ -243,7 +246,7 @@ class Runtime:
         blocked = full()
         yield ("wait", lambda: not full(),
                f"a kickoff on channel {ch.id} waiting for GPFIFO or push-buffer space")
-        seg = self.sim.mem.alloc(nbytes, align=4)
+        seg = ch.pb_ring.place(nbytes)      # fits: at most pb_bytes are in flight
         self.sim.mem.write_dwords(seg, words)
         entry = gp_entry(seg, len(words))
         self.sim.mem.write_dwords(ch.ring_base + 8 * ch.put, [entry & 0xFFFFFFFF, entry >> 32])
@@ -258,6 +261,7 @@ class Runtime:
         def consumed():
             ch.outstanding -= 1
             ch.pb_used -= nbytes
+            ch.pb_ring.release()
             self.sim.poke_cpu()
         self.sim.segment_ends[seg + nbytes] = consumed
         self.sim.mmio_write(self.sim.channel_register(ch.id, ChannelReg.GP_PUT), ch.put)
@@ -347,7 +351,7 @@ class Runtime:
         threads = block[0] * block[1] * block[2]
         if not 0 < threads <= self.p.max_threads_per_sm:
             raise ApiError(f"block {block} has {threads} threads; 1..{self.p.max_threads_per_sm}")
-        desc = self.sim.mem.alloc(256, align=256)
+        desc = self.sim.descriptors.take()     # back to the pool once dispatched
         self.sim.mem.write_dwords(desc, launch_descriptor(grid, block, int(block_ns),
                                                           kernel_id=corr))
         pb = PushBuffer()
@@ -693,7 +697,7 @@ class Runtime:
                        "channel_type": 1, "start": None, "end": None, **ids}
                 job = Copy(None, node.copy_kind, node.nbytes)
                 rec["_copy"] = job
-            self.sim.graph_launches[x.descriptors[i]].append((job, rec))
+            self.sim.graph_launches[x.descriptors[i], ch.id].append((job, rec))
             self.records.append(rec)
         # the work is submitted after the fixed part; the per-node part of the call (its
         # bookkeeping, and CUPTI's per-node records) runs while the GPU already executes

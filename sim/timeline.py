@@ -2,38 +2,245 @@
 
 A timeline is a list of dicts, one per record, exactly as in ``traces/h200/*.jsonl.gz``:
 ``meta`` (header, marks, footer), ``runtime``, ``kernel``, ``memcpy``, ``sync``; times in ns.
+
+A run keeps its records and orders them at its end (:func:`finish_records`), or, in the
+bounded mode of ``simulate``, hands each one out in the same order as soon as it can
+(:class:`TimelineStream`), gathering the summary as it goes (:class:`TimelineDigest`): the same
+JSONL and the same figures, in memory that does not grow with the run.
 """
 
+import heapq
 import json
+import os
+import stat
 import statistics
+import tempfile
+from array import array
+from collections import OrderedDict, deque
 
-from .metrics import max_concurrent
+#: records of one time are ordered by kind, then by correlation id, then as they were made
+ORDER = {"meta": 0, "runtime": 1, "kernel": 2, "memcpy": 3, "sync": 4}
+
+
+def finish_record(rec):
+    """A runtime model record as the timeline has it: engine times (ns) filled in, private
+    ``_`` fields dropped; None for a kernel or copy that never ran (the run stopped early)."""
+    r = {k: v for k, v in rec.items() if k[0] != "_"}
+    job = rec.get("_kernel") or rec.get("_copy")
+    if job is not None:
+        if job.start is None or job.end is None:
+            return None
+        r["start"], r["end"] = job.start // 1000, job.end // 1000
+    return r
+
+
+def sort_key(r):
+    return (r.get("t", r.get("start")), ORDER[r["kind"]], r.get("corr", 0))
 
 
 def finish_records(header, marks, records, end_ns):
     """Fill engine times into kernel/memcpy records and order everything deterministically."""
     out = [dict(header)]
-    body = []
-    for rec in records:
-        r = {k: v for k, v in rec.items() if k[0] != "_"}
-        job = rec.get("_kernel") or rec.get("_copy")
-        if job is not None:
-            if job.start is None or job.end is None:
-                continue                     # never ran (the run stopped early)
-            r["start"], r["end"] = job.start // 1000, job.end // 1000
-        body.append(r)
+    body = [r for r in map(finish_record, records) if r is not None]
     body.extend(marks)
-    order = {"meta": 0, "runtime": 1, "kernel": 2, "memcpy": 3, "sync": 4}
-    body.sort(key=lambda r: (r.get("t", r.get("start")), order[r["kind"]], r.get("corr", 0)))
+    body.sort(key=sort_key)
     out.extend(body)
     out.append({"kind": "meta", "what": "footer", "t": end_ns})
     return out
 
 
+def jsonl_line(r):
+    return json.dumps(r, separators=(",", ":")) + "\n"
+
+
 def write_jsonl(records, path):
     with open(path, "w") as f:
         for r in records:
-            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+            f.write(jsonl_line(r))
+
+
+class OutputFile:
+    """A text file written while a run goes on, that appears only once it is complete: a
+    regular file is written beside its path and moved there by :meth:`commit` (a run that
+    fails leaves what was there before); anything else (/dev/null, a pipe) is written
+    directly. Use as a context manager; call :meth:`commit` on success."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._tmp = None
+        try:
+            special = not stat.S_ISREG(os.stat(self.path).st_mode)
+        except FileNotFoundError:
+            special = False
+        if special:
+            self.file = open(self.path, "w")
+            return
+        folder, name = os.path.split(os.path.abspath(self.path))
+        fd, self._tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".partial")
+        self.file = os.fdopen(fd, "w")
+
+    def write(self, text):
+        return self.file.write(text)
+
+    def commit(self):
+        self.file.close()
+        if self._tmp:
+            try:
+                mode = os.stat(self.path).st_mode & 0o7777
+            except FileNotFoundError:
+                umask = os.umask(0)
+                os.umask(umask)
+                mode = 0o666 & ~umask
+            os.chmod(self._tmp, mode)
+            os.replace(self._tmp, self.path)
+            self._tmp = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+        if self._tmp:
+            os.unlink(self._tmp)
+            self._tmp = None
+
+
+class TimelineStream:
+    """A run's timeline handed out record by record, in :func:`finish_records`' order, as
+    soon as nothing made later can sort before a record: the memory a run keeps is what is
+    in flight, not what has happened.
+
+    It stands in for ``Runtime.records`` (``append``, ``len`` and slices of the records made
+    since the previous runtime record, which ``Runtime.api_call`` reads) and
+    ``Runtime.marks``; the co-simulation tells it when a kernel or copy is dispatched and
+    when it ends (:meth:`dispatched`, :meth:`done`). A record is final
+
+    - runtime: once the next runtime record is made (under CUPTI, ``api_call`` moves the
+      end of a launch's record after making it, within the same call);
+    - sync and meta (marks): as it is made;
+    - kernel and memcpy: once the engine has ended it (its start and end are known; the
+      submitted time was set at the kickoff, before the dispatch); under CUPTI its
+      ``submitted`` becomes the dispatch time, as ``Runtime.cupti_submitted`` does.
+
+    The horizon below which every final record can go is the least of: the start of the
+    latest runtime record (every API call starts after the previous call's record ended, and
+    every record the CPU makes in a call has a time at or after the call's start); the
+    earliest dispatch of a kernel or copy still running (its start is at or after it); and
+    the simulated time now (work not dispatched yet starts after now). Records at the
+    horizon itself wait, since a later one of the same time may sort first.
+    """
+
+    def __init__(self, header, emit, now_ns, cupti=False):
+        self._emit = emit                # called with each record, in timeline order
+        self._now = now_ns               # the simulated time in ns
+        self._cupti = cupti
+        self._ready = []                 # heap: (time, kind order, corr, made, record)
+        self._made = 0                   # records made so far (len of Runtime.records)
+        self._recent = deque()           # (index, record) since the previous runtime record
+        self._runtime = None             # the latest runtime record: it may still change
+        self._running = OrderedDict()    # id(job) -> (dispatch ns, record), oldest first
+        self.marks = _Marks(self)
+        self.emitted = 0
+        self.peak_held = 0               # most records held at once (waiting to go out)
+        emit(dict(header))
+
+    # -- Runtime.records -------------------------------------------------------------------------
+
+    def append(self, rec):
+        index = self._made
+        self._made += 1
+        kind = rec["kind"]
+        if kind == "runtime":
+            if self._runtime is not None:
+                prev_index, prev = self._runtime
+                while self._recent and self._recent[0][0] <= prev_index:
+                    self._recent.popleft()
+                self._push(finish_record(prev), prev_index)
+            self._runtime = (index, rec)
+        elif kind == "sync":
+            self._push(finish_record(rec), index)
+        elif kind not in ("kernel", "memcpy"):
+            raise ValueError(f"timeline stream: unexpected record kind {kind!r}")
+        else:
+            rec["_index"] = index        # a kernel or copy waits for done(); its place in ties
+        self._recent.append((index, rec))
+        self._advance()
+
+    def __len__(self):
+        return self._made
+
+    def __getitem__(self, key):
+        if not isinstance(key, slice) or key.step is not None or key.stop is not None:
+            raise TypeError("a streamed timeline only gives the records since an index")
+        start = key.start or 0
+        return [r for i, r in self._recent if i >= start]
+
+    def __iter__(self):
+        raise TypeError("a streamed timeline's records have gone out already")
+
+    # -- the co-simulation ---------------------------------------------------------------------
+
+    def dispatched(self, job, rec, now_ns):
+        self._running[id(job)] = (now_ns, rec)
+
+    def done(self, job):
+        _, rec = self._running.pop(id(job))
+        if self._cupti and rec["kind"] == "kernel" and rec.get("_dispatched") is not None:
+            rec["submitted"] = rec["_dispatched"]
+        self._push(finish_record(rec), rec["_index"])
+        self._advance()
+
+    # -- ordering ----------------------------------------------------------------------------------
+
+    def _push(self, r, index):
+        if r is not None:
+            heapq.heappush(self._ready, (r.get("t", r.get("start")), ORDER[r["kind"]],
+                                         r.get("corr", 0), index, r))
+
+    def _advance(self):
+        h = self._now()
+        if self._runtime is not None:
+            h = min(h, self._runtime[1]["start"])
+        else:
+            h = 0                        # the first call has not made its record yet
+        if self._running:
+            h = min(h, next(iter(self._running.values()))[0])
+        ready, emit = self._ready, self._emit
+        held = len(ready) + len(self._running)
+        if held > self.peak_held:
+            self.peak_held = held
+        while ready and ready[0][0] < h:
+            emit(heapq.heappop(ready)[-1])
+            self.emitted += 1
+
+    def finish(self, end_ns):
+        """The run has ended: everything left goes out (kernels and copies that never ended
+        are left out, as in :func:`finish_records`), then the footer."""
+        if self._runtime is not None:
+            self._push(finish_record(self._runtime[1]), self._runtime[0])
+            self._runtime = None
+        self._recent.clear()
+        self._running.clear()
+        ready, emit = self._ready, self._emit
+        while ready:
+            emit(heapq.heappop(ready)[-1])
+            self.emitted += 1
+        emit({"kind": "meta", "what": "footer", "t": end_ns})
+
+
+class _Marks:
+    """``Runtime.marks`` of a streamed timeline: a mark is final as it is made."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._made = 0
+
+    def append(self, rec):
+        # after every record of Runtime.records in finish_records' order; no record there is
+        # a meta, so marks and records never tie
+        self._made += 1
+        self._stream._push(rec, (1 << 62) + self._made)
+        self._stream._advance()
 
 
 def kernels(records):
@@ -42,41 +249,182 @@ def kernels(records):
 
 def summary(records):
     """Key figures of a timeline (model or measured)."""
-    ks = sorted(kernels(records), key=lambda r: r["start"])
-    marks = {}
+    return digest(records).summary()
+
+
+def digest(records):
+    """A :class:`TimelineDigest` of a list of records, in any order: kernels are taken in
+    order of start (stable), everything else as listed."""
+    d = TimelineDigest()
+    for k in sorted(kernels(records), key=lambda r: r["start"]):
+        d.add(k)
     for r in records:
-        if r["kind"] == "meta":
-            marks.setdefault(r["what"], []).append(r["t"])
-    out = {"kernels": len(ks)}
-    reps = list(zip(marks.get("rep_begin", []), marks.get("rep_end", [])))
-    if reps:
-        out["wall_per_rep_us"] = statistics.median(e - b for b, e in reps) / 1e3
-    if ks:
-        out["gpu_span_us"] = (max(k["end"] for k in ks) - ks[0]["start"]) / 1e3
-        gaps = []
-        by_stream = {}
-        for k in ks:
-            by_stream.setdefault(k["stream"], []).append(k)
-        for lst in by_stream.values():
-            gaps += [b["start"] - a["end"] for a, b in zip(lst, lst[1:])]
-        if gaps:
-            out["median_gap_us"] = statistics.median(gaps) / 1e3
-        out["median_kernel_us"] = statistics.median(k["end"] - k["start"] for k in ks) / 1e3
-        lat = [k["start"] - k["submitted"] for k in ks if k.get("submitted")]
-        if lat:
-            out["submitted_to_start_us"] = statistics.median(lat) / 1e3
-        out["max_concurrent"] = max_concurrent(ks)
-        out["channels_used"] = len({k["channel"] for k in ks})
-    glaunch = [r["end"] - r["start"] for r in records if r["kind"] == "runtime"
-               and r["name"].startswith("cudaGraphLaunch")]
-    if glaunch:
-        out["graph_launch_api_us"] = statistics.median(glaunch) / 1e3
-    launches = [r for r in records if r["kind"] == "runtime"
-                and r["name"].startswith("cudaLaunchKernel")]
-    if launches:
-        out["launch_api_us"] = statistics.median(r["end"] - r["start"] for r in launches) / 1e3
-        out["launches_blocked"] = sum(1 for r in launches if r.get("blocked"))
-    return out
+        if r["kind"] != "kernel":
+            d.add(r)
+    return d
+
+
+class _Column:
+    """Integers appended one by one, 8 bytes each (a list if one is not an integer)."""
+
+    def __init__(self):
+        self.values = array("q")
+
+    def append(self, v):
+        try:
+            self.values.append(v)
+        except TypeError:
+            self.values = list(self.values) + [v]
+
+    def __len__(self):
+        return len(self.values)
+
+
+class Samples:
+    """Samples kept for a median: a count per distinct value while there are few of them
+    (a model's timeline repeats a few durations millions of times), else a :class:`_Column`.
+    :meth:`median` is ``statistics.median`` of them."""
+
+    DISTINCT = 4096
+
+    def __init__(self):
+        self.n = 0
+        self._counts = {}
+        self._column = None
+
+    def __len__(self):
+        return self.n
+
+    def add(self, v):
+        self.n += 1
+        if self._column is not None:
+            self._column.append(v)
+            return
+        c = self._counts
+        c[v] = c.get(v, 0) + 1
+        if len(c) > self.DISTINCT:
+            col = self._column = _Column()
+            for value, k in c.items():
+                for _ in range(k):
+                    col.append(value)
+            self._counts = None
+
+    def median(self):
+        n = self.n
+        if n == 0:
+            raise statistics.StatisticsError("no median for empty data")
+        want = [n // 2] if n % 2 else [n // 2 - 1, n // 2]
+        if self._column is None:
+            vals, seen = [], 0
+            for value in sorted(self._counts):
+                seen += self._counts[value]
+                while len(vals) < len(want) and want[len(vals)] < seen:
+                    vals.append(value)
+                if len(vals) == len(want):
+                    break
+        elif isinstance(self._column.values, array):
+            import numpy as np
+            part = np.partition(np.frombuffer(self._column.values, dtype=np.int64), want)
+            vals = [int(part[i]) for i in want]
+        else:
+            ordered = sorted(self._column.values)
+            vals = [ordered[i] for i in want]
+        return vals[0] if n % 2 else (vals[0] + vals[1]) / 2
+
+
+class TimelineDigest:
+    """The figures of :func:`summary` and of the one-screen summary, gathered one record at
+    a time, so that a streamed run needs no list of its records. Kernels must come in order
+    of start (a timeline's order is); the other records in timeline order."""
+
+    def __init__(self):
+        self.kernels = 0
+        self.runtime_calls = 0
+        self.copies = {}                 # copy_kind -> [count, first of the largest]
+        self.end = None                  # the footer's time
+        self._begins, self._ends = _Column(), _Column()      # rep_begin / rep_end marks
+        self._first_start = None
+        self._last_end = None
+        self._stream_end = {}            # stream -> end of its latest kernel
+        self._gaps, self._durations, self._latency = Samples(), Samples(), Samples()
+        self._launch_api, self._graph_api = Samples(), Samples()
+        self._blocked = 0
+        self._ends_running = []          # heap: ends of kernels started and running
+        self._max_concurrent = 0
+        self._channels = set()
+
+    def add(self, r):
+        kind = r["kind"]
+        if kind == "kernel":
+            self._kernel(r)
+        elif kind == "runtime":
+            self.runtime_calls += 1
+            name = r["name"]
+            if name.startswith("cudaGraphLaunch"):
+                self._graph_api.add(r["end"] - r["start"])
+            elif name.startswith("cudaLaunchKernel"):
+                self._launch_api.add(r["end"] - r["start"])
+                self._blocked += bool(r.get("blocked"))
+        elif kind == "memcpy":
+            c = self.copies.setdefault(r["copy_kind"], [0, None])
+            c[0] += 1
+            if c[1] is None or r["bytes"] > c[1]["bytes"]:
+                c[1] = r
+        elif kind == "meta":
+            what = r["what"]
+            if what == "rep_begin":
+                self._begins.append(r["t"])
+            elif what == "rep_end":
+                self._ends.append(r["t"])
+            elif what == "footer":
+                self.end = r["t"]
+
+    def _kernel(self, k):
+        self.kernels += 1
+        start, end = k["start"], k["end"]
+        if self._first_start is None:
+            self._first_start = start
+        self._last_end = end if self._last_end is None else max(self._last_end, end)
+        prev = self._stream_end.get(k["stream"])
+        if prev is not None:
+            self._gaps.add(start - prev)
+        self._stream_end[k["stream"]] = end
+        self._durations.add(end - start)
+        if k.get("submitted"):
+            self._latency.add(start - k["submitted"])
+        # most running at once, as metrics.max_concurrent counts it: an end at a time comes
+        # before a start at that time
+        running = self._ends_running
+        while running and running[0] <= start:
+            heapq.heappop(running)
+        if end > start:
+            heapq.heappush(running, end)
+        self._max_concurrent = max(self._max_concurrent, len(running))
+        self._channels.add(k["channel"])
+
+    def summary(self):
+        out = {"kernels": self.kernels}
+        n = min(len(self._begins), len(self._ends))
+        if n:
+            walls = Samples()
+            for b, e in zip(self._begins.values[:n], self._ends.values[:n]):
+                walls.add(e - b)
+            out["wall_per_rep_us"] = walls.median() / 1e3
+        if self.kernels:
+            out["gpu_span_us"] = (self._last_end - self._first_start) / 1e3
+            if self._gaps.n:
+                out["median_gap_us"] = self._gaps.median() / 1e3
+            out["median_kernel_us"] = self._durations.median() / 1e3
+            if self._latency.n:
+                out["submitted_to_start_us"] = self._latency.median() / 1e3
+            out["max_concurrent"] = self._max_concurrent
+            out["channels_used"] = len(self._channels)
+        if self._graph_api.n:
+            out["graph_launch_api_us"] = self._graph_api.median() / 1e3
+        if self._launch_api.n:
+            out["launch_api_us"] = self._launch_api.median() / 1e3
+            out["launches_blocked"] = self._blocked
+        return out
 
 
 def perfetto(records):

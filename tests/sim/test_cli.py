@@ -86,3 +86,178 @@ def test_profiler_cupti_costs_cpu_and_gpu_time(tmp_path):
                                                 + p.cupti_acquire_ns / 1e3, abs=0.02)
     assert on["median_kernel_us"] == pytest.approx(off["median_kernel_us"]
                                                    + p.cupti_kernel_ns / 1e3, abs=0.01)
+
+
+# -- bad input through the command: one line, the file, the place, the reason -----------------
+
+def tiny(tmp_path, program=None, name="w.json", **top):
+    w = tmp_path / name
+    w.write_text(json.dumps(dict({"program": program or [
+        {"op": "stream_create", "name": "a"},
+        {"op": "launch_kernel", "stream": "a", "kernel": "k"},
+        {"op": "stream_synchronize", "stream": "a"}]}, **top)))
+    return w
+
+
+@pytest.fixture
+def no_simulation(monkeypatch):
+    """Fail the test if a simulation starts: every check comes before."""
+    import sim.run
+
+    def simulate(*a, **kw):
+        raise AssertionError("a simulation started")
+    monkeypatch.setattr(sim.run, "simulate", simulate)
+
+
+def one_error_line(capsys, *fragments):
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpufe: "), err
+    assert "Traceback" not in err
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("option", ["--timeline", "--perfetto", "--vcd"])
+def test_outputs_into_a_missing_folder_fail_before_the_simulation(tmp_path, capsys, option,
+                                                                  no_simulation):
+    w = tiny(tmp_path)
+    out = tmp_path / "missing" / "out.x"
+    assert main(["run", str(w), option, str(out)]) == 2
+    one_error_line(capsys, option, f"folder {out.parent} does not exist")
+
+
+def test_outputs_that_cannot_be_written_fail_before_the_simulation(tmp_path, capsys,
+                                                                   no_simulation):
+    w = tiny(tmp_path)
+    for argv, fragment in [
+            (["--timeline", str(tmp_path)], "is a folder"),
+            (["--timeline", str(tmp_path / "a"), "--perfetto", str(tmp_path / "a")],
+             "both write"),
+            (["--timeline", str(w)], "would overwrite an input file"),
+            (["--timeline", ""], "empty file name")]:
+        assert main(["run", str(w)] + argv) == 2
+        one_error_line(capsys, fragment)
+    assert not (tmp_path / "a").exists()
+    for argv in (["validate", "--json", str(tmp_path / "no" / "v.json")],
+                 ["validate", "--plot", str(tmp_path / "no" / "v.png")],
+                 ["calibrate", "--out", str(tmp_path / "no" / "p.json")],
+                 ["demo", "--vcd", str(tmp_path / "no" / "d.vcd")]):
+        assert main(argv) == 2
+        one_error_line(capsys, "does not exist")
+    f = tmp_path / "file"
+    f.write_text("")
+    assert main(["synth", "--out", str(f)]) == 2
+    one_error_line(capsys, "is not a folder")
+
+
+@pytest.mark.parametrize("text, fragments", [
+    (b'{"program": [\xff]}', [":1: not UTF-8 text"]),
+    (b'{"program": [{"op": "host_sleep", "ns": NaN}]}', [":1:", "NaN is not a number"]),
+    (b'{"max_connections": true, "program": []}', ["max_connections must be 1..32"]),
+    (b'{"program": ' + b"[" * 50000 + b"]" * 50000 + b"}", ["nested too deeply"]),
+])
+def test_bad_workload_files_give_one_line(tmp_path, capsys, no_simulation, text, fragments):
+    w = tmp_path / "w.json"
+    w.write_bytes(text)
+    assert main(["run", str(w)]) == 2
+    one_error_line(capsys, str(w), *fragments)
+
+
+def test_bad_parameter_files_give_one_line(tmp_path, capsys, no_simulation):
+    w = tiny(tmp_path)
+    p = tmp_path / "p.json"
+    p.write_text('{"sms": true}')
+    assert main(["run", str(w), "--params", str(p)]) == 2
+    one_error_line(capsys, str(p), "sms must be an integer")
+    p.write_text('{"fifo_depth": 256, "slot_words": 64}')
+    assert main(["run", str(w), "--params", str(p), "--max-connections", "8"]) == 2
+    one_error_line(capsys, str(p), "fifo_depth / slot_words must be at least channels")
+
+
+def test_work_limits_are_said_before_the_run_and_no_limits_lifts_them(tmp_path, capsys,
+                                                                      monkeypatch):
+    import sim.workload
+    monkeypatch.setattr(sim.workload, "MAX_OPS", 2)
+    w = tiny(tmp_path)
+    assert main(["run", str(w), "--max-connections", "8"]) == 2
+    one_error_line(capsys, str(w), "the program runs 3 ops", "--no-limits")
+    assert main(["run", str(w), "--max-connections", "8", "--no-limits"]) == 0
+
+
+def test_errors_while_the_program_runs_name_the_file(tmp_path, capsys):
+    w = tiny(tmp_path, [{"op": "stream_create", "name": "a"},
+                        {"op": "stream_begin_capture", "stream": "a"},
+                        {"op": "stream_end_capture", "stream": "a", "graph": "g"}])
+    assert main(["run", str(w), "--max-connections", "8"]) == 2
+    one_error_line(capsys, f"{w}: program[2] (stream_end_capture)", "holds no work")
+
+
+def test_an_error_after_a_progress_bar_goes_on_its_own_line(tmp_path, capsys):
+    body = [{"op": "launch_kernel", "stream": "a", "kernel": "k"}] * 300
+    w = tiny(tmp_path, [{"op": "stream_create", "name": "a"}] + body + [
+        {"op": "stream_begin_capture", "stream": "a"},
+        {"op": "stream_end_capture", "stream": "a", "graph": "g"}])
+    assert main(["run", str(w), "--max-connections", "8", "--progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith(f"gpufe: {w}: program[302]")
+
+
+def test_bad_traces_give_one_line_and_metrics_print_nothing_before(tmp_path, capsys):
+    from sim.scenarios import HERE
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind":"meta","what":"header","t":0}\n'
+                   '{"kind":"kernel","name":"k","corr":1,"stream":7,"start":0,"end":9,'
+                   '"channel":"x"}\n')
+    good = HERE / "h200" / "graph_nodes10.jsonl.gz"
+    assert main(["metrics", str(good), str(bad)]) == 2
+    assert capsys.readouterr().out == ""
+    assert main(["metrics", str(bad)]) == 2
+    one_error_line(capsys, f"{bad}:2:", "'channel' is 'x'")
+    assert main(["run", "--from-trace", str(bad)]) == 2
+    one_error_line(capsys, f"{bad}:2:")
+
+
+def test_a_bad_replay_fails_before_printing_or_simulating(tmp_path, capsys, no_simulation):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1.0, "dur": 1.0,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 3.0, "dur": 5e6,
+         "args": {"correlation": 1, "stream": 7}}]}))
+    assert main(["run", "--from-trace", str(p)]) == 2
+    assert capsys.readouterr().out == ""
+    assert main(["run", "--from-trace", str(p)]) == 2
+    one_error_line(capsys, f"{p}: traceEvents[1]: kernel 'k' runs 5 s")
+
+
+def test_bad_options_are_usage_errors(tmp_path, capsys):
+    w = tiny(tmp_path)
+    for argv in (["run", str(w), "--max-connections", "40"],
+                 ["run", str(w), "--max-connections", "x"],
+                 ["synth", "--clock-mhz", "nan"], ["demo", "--channels", "0"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        assert "Traceback" not in capsys.readouterr().err
+    assert main(["run", str(w), "--as-graph"]) == 2
+    one_error_line(capsys, "--as-graph goes with --from-trace")
+    assert main(["demo", "--channels", "200", "--fifo-depth", "64", "--vcd", ""]) == 2
+    one_error_line(capsys, "fifo_depth / slot_words must be at least channels")
+
+
+def test_an_internal_error_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    import sim.run
+    w = tiny(tmp_path)
+
+    def broken(*a, **kw):
+        return {}["oops"]
+    monkeypatch.setattr(sim.run, "simulate", broken)
+    assert main(["run", str(w)]) == 70
+    line = one_error_line(capsys, "internal error (a bug in gpufe, not in the input)",
+                          "KeyError: 'oops'", "test_cli.py")
+    assert "GPUFE_TRACEBACK=1" in line
+    monkeypatch.setenv("GPUFE_TRACEBACK", "1")
+    assert main(["run", str(w)]) == 70
+    assert "Traceback" in capsys.readouterr().err
