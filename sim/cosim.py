@@ -143,8 +143,11 @@ class CoSim:
             self.ev.after(0, self._resume)
 
     def device_quiet(self):
-        """Nothing outside the CPU thread is due and the RTL was idle at its last cycle."""
-        return (self.backend.last_idle and self.ev.next_time() is None
+        """Nothing outside the CPU thread is due and the RTL was quiet at its last cycle: idle
+        and taking no input (``idle`` is settled before the edge, so a cycle that took an
+        input, such as a completion whose release wakes a parked channel, says nothing of the
+        state after it)."""
+        return (self.backend.quiet and self.ev.next_time() is None
                 and self.backend.queued() == 0)
 
     # -- host memory writes from the device --------------------------------------------------------

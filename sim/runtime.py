@@ -100,6 +100,9 @@ class GraphExec:
     table: int                      # node table address in device-visible memory
     descriptors: list               # per node
     threads: list
+    # (syncpoint, value) released behind the latest launch: CUDA orders each launch of an
+    # executable graph behind its previous launch, whatever the streams
+    last_launch: tuple = None
 
 
 @dataclass
@@ -675,12 +678,16 @@ class Runtime:
         ch = s.channel
         pb = PushBuffer()
         self._order_after_stream(pb, s, ch)
+        if x.last_launch is not None and x.last_launch[0] != s.syncpoint:
+            pb.sem_acquire(syncpoint_address(self.sim.cfg, x.last_launch[0]), x.last_launch[1],
+                           SemOp.ACQ_CIRC_GEQ)
         pb.incr(Method.GRAPH_TABLE_LO, x.table & 0xFFFFFFFF, x.table >> 32)
         if len(g.nodes) < (1 << 13):
             pb.immd(Method.GRAPH_LAUNCH, len(g.nodes))
         else:
             pb.incr(Method.GRAPH_LAUNCH, len(g.nodes))
         self._release_stream(pb, s, ch)
+        x.last_launch = (s.syncpoint, s.work)
         for i, node in enumerate(g.nodes):
             ids = {"graph_id": x.graph_id, "graph_node": (x.graph_id << 32) | i}
             if node.kind == "kernel":

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from sim.cosim import CoSim, Deadlock
+from sim.params import load
 from sim.run import simulate
 from sim.timeline import summary
 from tests.sim.workloads import streams, launch, workload, kernels
@@ -241,3 +242,37 @@ def test_an_event_recorded_again_elsewhere_completes_with_its_latest_record(para
     first, query = [x for x in r.records if x["kind"] == "sync"]
     assert first["end"] < k["end"]            # CUDA: only the latest record counts
     assert query["start"] > k["end"]           # one query, successful
+
+
+def test_event_query_spins_while_a_completion_is_waking_a_parked_channel():
+    """Found by the ordering fuzz (34 channels): a query found the RTL 'idle' at the cycle
+    that took a completion (idle is settled before the edge) while the completion's release
+    was about to wake a parked channel, and gave up with 'can never succeed'."""
+    body = [_rec("e0", "s0"), launch("s0", 33_258),
+            {"op": "memcpy_async", "stream": "s0", "kind": "h2d", "bytes": 65536},
+            launch("s0"), launch("s0", 34_195), launch("s0")]
+    w = workload(streams("s0") + [_ev("e0", timing=True),
+                                  {"op": "repeat", "count": 5, "body": body},
+                                  {"op": "event_query", "event": "e0"}], max_connections=32)
+    r = simulate(w, load("h200"), backend="compiled")
+    ks = kernels(r.records)
+    assert len(ks) == 20
+    last_query = max(x["end"] for x in r.records if x["kind"] == "sync")
+    # the fifth record follows the fourth iteration's kernels
+    assert last_query >= ks[15]["end"]
+
+
+def test_launches_of_one_executable_graph_run_in_launch_order_across_streams(params):
+    """CUDA orders each launch of a graph exec behind its previous launch: the third launch
+    (stream a, free) must not overtake the second (stream b, behind the first)."""
+    w = workload(streams("a", "b") + [
+        {"op": "stream_begin_capture", "stream": "a"}, launch("a", 20_000),
+        {"op": "stream_end_capture", "stream": "a", "graph": "g"},
+        {"op": "graph_instantiate", "graph": "g"},
+        {"op": "graph_launch", "graph": "g", "stream": "b"},
+        {"op": "graph_launch", "graph": "g", "stream": "b"},
+        {"op": "graph_launch", "graph": "g", "stream": "a"},
+        {"op": "device_synchronize"}])
+    first, second, third = kernels(simulate(w, params).records)
+    assert first["stream"] == second["stream"] != third["stream"]
+    assert second["start"] >= first["end"] and third["start"] >= second["end"]
