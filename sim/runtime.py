@@ -606,8 +606,6 @@ class Runtime:
             if st.capture is cap:
                 st.capture = None
         cap.ended = True
-        if not cap.nodes:
-            raise CaptureError(f"the capture of {stream!r} holds no work")
         start, corr = self.now(), self._corr_id()
         self.graphs[graph] = Graph(graph, cap.nodes)
         yield ("cpu", self.p.end_capture_cpu_ns)
@@ -675,6 +673,12 @@ class Runtime:
                                f"modelled (child graphs)")
         x = g.executable
         start, corr = self.now(), self._corr_id()
+        if not g.nodes:
+            # an empty graph (CUDA captures one from a capture that issued no work): the call
+            # costs its CPU time and gives the GPU nothing
+            yield ("cpu", self.p.graph_launch_cpu_ns)
+            self._runtime_record("graph_launch", start, corr)
+            return
         ch = s.channel
         pb = PushBuffer()
         self._order_after_stream(pb, s, ch)

@@ -188,20 +188,22 @@ def test_work_limits_are_said_before_the_run_and_no_limits_lifts_them(tmp_path, 
 
 def test_errors_while_the_program_runs_name_the_file(tmp_path, capsys):
     w = tiny(tmp_path, [{"op": "stream_create", "name": "a"},
+                        {"op": "stream_create", "name": "b"},
                         {"op": "stream_begin_capture", "stream": "a"},
-                        {"op": "stream_end_capture", "stream": "a", "graph": "g"}])
+                        {"op": "stream_end_capture", "stream": "b", "graph": "g"}])
     assert main(["run", str(w), "--max-connections", "8"]) == 2
-    one_error_line(capsys, f"{w}: program[2] (stream_end_capture)", "holds no work")
+    one_error_line(capsys, f"{w}: program[3] (stream_end_capture)", "did not begin a capture")
 
 
 def test_an_error_after_a_progress_bar_goes_on_its_own_line(tmp_path, capsys):
     body = [{"op": "launch_kernel", "stream": "a", "kernel": "k"}] * 300
-    w = tiny(tmp_path, [{"op": "stream_create", "name": "a"}] + body + [
+    w = tiny(tmp_path, [{"op": "stream_create", "name": "a"},
+                        {"op": "stream_create", "name": "b"}] + body + [
         {"op": "stream_begin_capture", "stream": "a"},
-        {"op": "stream_end_capture", "stream": "a", "graph": "g"}])
+        {"op": "stream_end_capture", "stream": "b", "graph": "g"}])
     assert main(["run", str(w), "--max-connections", "8", "--progress"]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-1].startswith(f"gpufe: {w}: program[302]")
+    assert err.splitlines()[-1].startswith(f"gpufe: {w}: program[303]")
 
 
 def test_bad_traces_give_one_line_and_metrics_print_nothing_before(tmp_path, capsys):

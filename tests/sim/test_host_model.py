@@ -276,3 +276,19 @@ def test_launches_of_one_executable_graph_run_in_launch_order_across_streams(par
     first, second, third = kernels(simulate(w, params).records)
     assert first["stream"] == second["stream"] != third["stream"]
     assert second["start"] >= first["end"] and third["start"] >= second["end"]
+
+
+def test_an_empty_capture_gives_an_empty_graph_whose_launch_does_nothing(params):
+    """CUDA: a capture that issued no work ends with an empty graph; instantiating and
+    launching it is legal (found by the ordering fuzz, which the model once refused)."""
+    w = workload(streams("a") + [
+        launch("a", 5_000), {"op": "stream_begin_capture", "stream": "a"},
+        {"op": "stream_end_capture", "stream": "a", "graph": "g"},
+        {"op": "graph_instantiate", "graph": "g"},
+        {"op": "graph_launch", "graph": "g", "stream": "a"}, launch("a"),
+        {"op": "device_synchronize"}])
+    r = simulate(w, params)
+    k1, k2 = kernels(r.records)
+    assert k2["start"] >= k1["end"]
+    assert [x["name"] for x in r.records if x["kind"] == "runtime"].count(
+        "cudaGraphLaunch_v10000") == 1
