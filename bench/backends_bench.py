@@ -16,8 +16,8 @@ import platform
 import statistics
 import time
 
-from sim.params import load
-from sim.run import simulate
+from gpufe.sim.params import load
+from gpufe.sim.run import simulate
 from host_bench import launch_workload
 
 

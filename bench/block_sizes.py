@@ -8,14 +8,14 @@ import re
 
 from amaranth.back import rtlil
 
-from rtl.config import FrontEndConfig
-from rtl.doorbell import DoorbellRegisterFile
-from rtl.fetcher import DmaFetcher
-from rtl.fifo_sram import PartitionedFifo
-from rtl.command_processor import CommandProcessor
-from rtl.syncpoint import SyncpointUnit
-from rtl.graph_walker import GraphWalker
-from rtl.frontend import FrontEnd
+from gpufe.rtl.config import FrontEndConfig
+from gpufe.rtl.doorbell import DoorbellRegisterFile
+from gpufe.rtl.fetcher import DmaFetcher
+from gpufe.rtl.fifo_sram import PartitionedFifo
+from gpufe.rtl.command_processor import CommandProcessor
+from gpufe.rtl.syncpoint import SyncpointUnit
+from gpufe.rtl.graph_walker import GraphWalker
+from gpufe.rtl.frontend import FrontEnd
 
 BLOCKS = (DoorbellRegisterFile, DmaFetcher, PartitionedFifo, CommandProcessor, SyncpointUnit,
           GraphWalker, FrontEnd)

@@ -13,9 +13,9 @@ import platform
 import tempfile
 import time
 
-from rtl.config import FrontEndConfig
-from sim.encode import PushBuffer, launch_descriptor
-from sim.rtl_bench import FrontEndBench
+from gpufe.rtl.config import FrontEndConfig
+from gpufe.sim.host.encode import PushBuffer, launch_descriptor
+from gpufe.sim.testbench.frontend import FrontEndBench
 
 
 def loaded_bench(cfg, active, launches_per_segment, block_ns, vcd=None):

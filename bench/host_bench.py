@@ -12,9 +12,9 @@ import argparse
 import os
 import platform
 
-from sim.params import load
-from sim.run import simulate
-from sim.workload import parse_workload
+from gpufe.sim.params import load
+from gpufe.sim.run import simulate
+from gpufe.sim.host.workload import parse_workload
 
 
 def launch_workload(launches, streams=4, block_ns=0):

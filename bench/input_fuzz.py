@@ -3,7 +3,7 @@
     python bench/input_fuzz.py --inputs 2000 --seed 1 [--timeout 30] [--jobs 2]
 
 Seeds: the bundled workloads (``examples/*.json``), the reference scenarios' workloads and
-traces (``sim/reference/h200/*.json``, ``*.jsonl.gz``, the Kineto traces of the MLP runs) and
+traces (``sim/analysis/reference/h200/*.json``, ``*.jsonl.gz``, the Kineto traces of the MLP runs) and
 the parameter set ``h200``. Each input is one seed, shrunk so that it runs in a fraction of a
 second (repeat counts, grids, block times and sleeps clamped; long traces cut to their first
 records), then mutated one to three times: truncation, byte flips, inserted garbage, other
@@ -27,7 +27,7 @@ every module is imported (a fresh Python per run would cost a second of imports)
 - a traceback: a Python traceback on stderr, an exception out of ``main``, gpufe's own
   ``internal error`` line (exit status 70), or a crash (a signal);
 - a hang: still running after ``--timeout`` seconds, although the input, if valid at all, is
-  small work (its ops, kernels and blocks, as ``sim.workload.work_totals`` counts them, would
+  small work (its ops, kernels and blocks, as ``gpufe.sim.host.workload.work_totals`` counts them, would
   take under a third of the timeout) and no progress was shown;
 - slow: still running after the timeout on a valid input that is legitimately large (the
   mutations avoid making those, but a grid of 10^8 blocks is valid), or that showed progress.
@@ -55,11 +55,10 @@ import time
 import traceback
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from sim import cli                                     # noqa: E402
+from gpufe.sim import cli
 
-REF = ROOT / "sim" / "reference" / "h200"
+REF = ROOT / "sim" / "analysis" / "reference" / "h200"
 MAX_CONNECTIONS = "8"
 #: records kept of a seed trace, events of a seed Kineto trace
 TRACE_RECORDS = 300
@@ -477,11 +476,11 @@ def _estimate_s(argv, path):
     """Wall seconds the input's valid work would take (0 if it is not valid): ~2,000 calls,
     ~5,000 kernels or graph nodes and ~80,000 thread blocks a second."""
     try:
-        from sim.params import load
-        from sim.workload import load_workload, check_run, work_totals
+        from gpufe.sim.params import load
+        from gpufe.sim.host.workload import load_workload, check_run, work_totals
         params = load("h200")
         if "--from-trace" in argv:
-            from sim.replay import prepare
+            from gpufe.sim.analysis.replay import prepare
             w, _ = prepare(path, params)
         elif "--params" in argv:
             params = load(argv[argv.index("--params") + 1])

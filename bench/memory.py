@@ -24,11 +24,10 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 
 def launch_workload(launches):
-    from sim.workload import parse_workload
+    from gpufe.sim.host.workload import parse_workload
     program = [{"op": "stream_create", "name": "s"},
                {"op": "mark", "what": "rep_begin"},
                {"op": "repeat", "count": launches,
@@ -39,9 +38,9 @@ def launch_workload(launches):
 
 def child(launches, bounded, backend, timeline):
     """One run, in this process; prints one line of key=value figures."""
-    from sim.params import load
-    from sim.run import simulate
-    from sim.timeline import summary
+    from gpufe.sim.params import load
+    from gpufe.sim.run import simulate
+    from gpufe.sim.analysis.timeline import summary
     params = load()
     w = launch_workload(launches)
     t0 = time.perf_counter()

@@ -3,8 +3,8 @@ ordering rules.
 
     python bench/ordering_fuzz.py --programs 300 --seed 1 --connections 1,4,8,32
 
-Each program (``sim/program_gen.py``, seeded) runs through ``sim.run.simulate``, the code
-path of ``gpufe run``, in this process, and its timeline is checked by ``sim/hb_reference.py``
+Each program (``sim/analysis/program_gen.py``, seeded) runs through ``gpufe.sim.run.simulate``, the code
+path of ``gpufe run``, in this process, and its timeline is checked by ``sim/analysis/hb_reference.py``
 (a happens-before model that shares no code with the host driver model). Prints the number of
 programs, orderings checked and violations, and the distinct violation classes. The first
 failing program of each class is minimised (delta debugging: ops and repeat bodies dropped,
@@ -27,13 +27,12 @@ import re
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from sim import hb_reference as hb                      # noqa: E402
-from sim.params import load                             # noqa: E402
-from sim.program_gen import generate                    # noqa: E402
-from sim.run import simulate                            # noqa: E402
-from sim.workload import parse_workload, WorkloadError, count_ops   # noqa: E402
+from gpufe.sim.analysis import hb_reference as hb
+from gpufe.sim.params import load
+from gpufe.sim.analysis.program_gen import generate
+from gpufe.sim.run import simulate
+from gpufe.sim.host.workload import parse_workload, WorkloadError, count_ops
 
 
 def parse_connections(text):

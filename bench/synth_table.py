@@ -14,8 +14,8 @@ import pathlib
 import platform
 import os
 
-from constraints.boards import board
-from sim import synth
+from gpufe.constraints.boards import board
+from gpufe.constraints import flow as synth
 
 
 def row(s):

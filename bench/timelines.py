@@ -6,7 +6,9 @@
 
 Refactors must keep timelines byte-identical; a fix that changes one must say which and why.
 Examples run with ``--profiler off``; reference scenarios with the profiler their trace was
-recorded with (as ``gpufe validate`` runs them). The compiled backend is used.
+recorded with (as ``gpufe validate`` runs them) and again with the other one
+(``scenario-<profiler>/``); the bench workload (``bench/host_bench.py``'s 2,000 launches on
+4 streams) last. The compiled backend is used.
 """
 
 import argparse
@@ -15,23 +17,31 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def workloads():
     """(label, workload path, profiler) for every example and scenario."""
-    from sim.scenarios import scenario_names, scenario_paths
-    from sim.validate import profiler_of
+    from gpufe.sim.analysis.scenarios import scenario_names, scenario_paths
+    from gpufe.sim.analysis.validate import profiler_of
     out = [(f"example/{p.stem}", p, "off") for p in sorted((ROOT / "examples").glob("*.json"))]
     out += [(f"scenario/{n}", scenario_paths(n)[0], profiler_of(n)) for n in scenario_names()]
+    out += [(f"scenario-{other}/{n}", scenario_paths(n)[0], other) for n in scenario_names()
+            for other in ("off", "cupti") if other != profiler_of(n)]
+    out += [("bench/host_bench_2000", None, "off")]
     return out
 
 
+def bench_workload():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from host_bench import launch_workload
+    return launch_workload(2000, streams=4)
+
+
 def write_all(out_dir, only=None):
-    from sim.params import load
-    from sim.run import simulate
-    from sim.timeline import write_jsonl
-    from sim.workload import load_workload
+    from gpufe.sim.params import load
+    from gpufe.sim.run import simulate
+    from gpufe.sim.analysis.timeline import write_jsonl
+    from gpufe.sim.host.workload import load_workload
     params = load()
     out_dir = pathlib.Path(out_dir)
     for label, path, profiler in workloads():
@@ -39,7 +49,8 @@ def write_all(out_dir, only=None):
             continue
         dest = out_dir / f"{label}.jsonl"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        r = simulate(load_workload(path), params, backend="compiled", profiler=profiler)
+        w = bench_workload() if path is None else load_workload(path)
+        r = simulate(w, params, backend="compiled", profiler=profiler)
         write_jsonl(r.records, dest)
         digest = hashlib.sha256(dest.read_bytes()).hexdigest()[:16]
         print(f"{label:40s} {digest}  ({r.wall_s:.1f} s)", flush=True)

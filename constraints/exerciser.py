@@ -9,7 +9,7 @@ the board's LEDs:
   one entry, with a pseudo-random pause between writes; it also reads registers back and
   clears interrupts;
 - ``HostMemory`` holds the GPFIFO rings, push-buffer segments and a graph table, all encoded
-  by the host driver model's own encoder (``sim/encode.py``), and answers DMA reads one dword
+  by the host driver model's own encoder (``sim/host/encode.py``), and answers DMA reads one dword
   a cycle (an address outside it is answered with ``error``);
 - two ``EngineStub``\\ s take compute and copy records, hold each for a pseudo-random number
   of cycles and complete it (completions also carry QMD-style releases);
@@ -31,12 +31,12 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from rtl.frontend import FrontEnd
-from rtl.layouts import (ChannelReg, GlobalReg, GLOBAL_PAGE, CHANNEL_REGS, Method,
-                         launch_record_layout, copy_record_layout)
-from sim import hostmem
-from sim.encode import (PushBuffer, gp_entry, syncpoint_address, launch_descriptor,
-                        encode_graph_node)
+from gpufe.rtl.frontend import FrontEnd
+from gpufe.rtl.layouts import (ChannelReg, GlobalReg, GLOBAL_PAGE, CHANNEL_REGS, Method,
+                               launch_record_layout, copy_record_layout)
+from gpufe.sim.cosim import hostmem
+from gpufe.sim.host.encode import (PushBuffer, gp_entry, syncpoint_address, launch_descriptor,
+                                   encode_graph_node)
 
 #: Byte address of the on-chip host memory as the FrontEnd sees it.
 HOST_BASE = 0x1_0000_0000
@@ -319,7 +319,7 @@ class BoardTop(wiring.Component):
         super().__init__({})
 
     def elaborate(self, platform):
-        from .ecp5_pll import Ecp5Pll
+        from gpufe.constraints.ecp5_pll import Ecp5Pll
         m = Module()
         m.submodules.exerciser = ex = self.exerciser
         if self.clock_mhz:

@@ -1,7 +1,7 @@
 """Command words, opcodes and the records the front end exchanges, in one place.
 
 Formats follow NVIDIA's public host class (clc86f.h, dev_pbdma.ref.txt) where they fit; every
-field the model adds or drops is marked ``model:``. The host-side encoder (``sim/encode.py``)
+field the model adds or drops is marked ``model:``. The host-side encoder (``sim/host/encode.py``)
 and the RTL both read these definitions, so an address or a bit position exists once.
 """
 

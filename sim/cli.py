@@ -7,7 +7,7 @@ import pathlib
 import stat
 import sys
 
-from rtl.config import FrontEndConfig
+from gpufe.rtl.config import FrontEndConfig
 
 
 class UsageError(ValueError):
@@ -78,7 +78,7 @@ def check_out_dir(opt, path):
 
 
 def cmd_demo(args):
-    from .demo import run_demo
+    from gpufe.sim.testbench.demo import run_demo
     cfg = _config(args)
     check_outputs({"--vcd": args.vcd or None})
     run_demo(cfg, vcd=args.vcd)
@@ -87,14 +87,14 @@ def cmd_demo(args):
 
 def cmd_run(args):
     import json
-    from .params import load
-    from .run import simulate
-    from .timeline import write_jsonl, perfetto
-    from .summary import print_summary
-    from .workload import load_workload
+    from gpufe.sim.params import load
+    from gpufe.sim.run import simulate
+    from gpufe.sim.analysis.timeline import write_jsonl, perfetto
+    from gpufe.sim.analysis.summary import print_summary
+    from gpufe.sim.host.workload import load_workload
 
-    from .params import check_config
-    from .workload import check_run
+    from gpufe.sim.params import check_config
+    from gpufe.sim.host.workload import check_run
     if bool(args.workload) == bool(args.from_trace):
         raise UsageError("give a workload file or --from-trace TRACE (one of them)")
     if args.as_graph and not args.from_trace:
@@ -140,10 +140,10 @@ def cmd_run(args):
 def _prepare_from_trace(args, params):
     """The trace read and its replays prepared and checked: (measured metrics, runs), each
     run (label, as_graph, workload, steps)."""
-    from .params import check_config
-    from .replay import prepare
-    from .traces import read_trace_located
-    from .metrics import metrics
+    from gpufe.sim.params import check_config
+    from gpufe.sim.analysis.replay import prepare
+    from gpufe.sim.analysis.traces import read_trace_located
+    from gpufe.sim.analysis.metrics import metrics
     trace = read_trace_located(args.from_trace)
     measured = metrics(trace[0])
     runs = []
@@ -159,9 +159,9 @@ def _prepare_from_trace(args, params):
 
 def _run_from_trace(args, params, backend, progress, measured, runs):
     import json
-    from .replay import step_summary
-    from .run import simulate
-    from .timeline import write_jsonl, perfetto
+    from gpufe.sim.analysis.replay import step_summary
+    from gpufe.sim.run import simulate
+    from gpufe.sim.analysis.timeline import write_jsonl, perfetto
     print(f"gpufe run --from-trace {args.from_trace} (profiler {args.profiler}, params "
           f"{params.name})")
     print(f"  measured (trace): {measured.get('kernels', 0)} kernels, GPU span "
@@ -190,8 +190,8 @@ def _run_from_trace(args, params, backend, progress, measured, runs):
 
 
 def cmd_metrics(args):
-    from .traces import read_trace
-    from .metrics import metrics, format_metrics
+    from gpufe.sim.analysis.traces import read_trace
+    from gpufe.sim.analysis.metrics import metrics, format_metrics
     traces = [(path, read_trace(path)) for path in args.trace]     # all read before any output
     for path, records in traces:
         h = records[0]
@@ -201,9 +201,9 @@ def cmd_metrics(args):
 
 
 def cmd_validate(args):
-    from .params import load
-    from .scenarios import scenario_names
-    from . import validate as v
+    from gpufe.sim.params import load
+    from gpufe.sim.analysis.scenarios import scenario_names
+    from gpufe.sim.analysis import validate as v
     check_outputs({"--json": args.json, "--plot": args.plot}, inputs=(args.params,))
     params = load(args.params)
     names = scenario_names()
@@ -226,8 +226,8 @@ def cmd_validate(args):
 
 
 def cmd_calibrate(args):
-    from .calibrate import calibrate, write
-    from .params import load
+    from gpufe.sim.analysis.calibrate import calibrate, write
+    from gpufe.sim.params import load
     out = pathlib.Path(args.out)
     res = out.with_name(f"{out.stem}_residuals.json")
     check_outputs({"--out": args.out, "--out (residuals)": str(res)}, inputs=(args.base,))
@@ -241,8 +241,8 @@ def cmd_calibrate(args):
 
 
 def cmd_synth(args):
-    from constraints.boards import board
-    from . import synth
+    from gpufe.constraints.boards import board
+    from gpufe.constraints import flow as synth
     b = board(args.board)
     try:
         cfg = synth.fpga_config(args.channels, args.fifo_depth, args.graph_nodes,
@@ -252,7 +252,7 @@ def cmd_synth(args):
     if not args.check:
         check_out_dir("--out", args.out)
         if args.clock_mhz:
-            from constraints.ecp5_pll import pll_params
+            from gpufe.constraints.ecp5_pll import pll_params
             f_in = b.make_platform().default_clk_frequency / 1e6
             try:
                 pll_params(f_in, args.clock_mhz)
@@ -298,11 +298,11 @@ def _mhz(text):
 
 #: errors that are about what the user gave (printed as one line, exit status 2)
 def _user_errors():
-    from .cosim import Deadlock
-    from .params import ParamsError
-    from .scenarios import ScenarioError
-    from .traces import TraceError
-    from .workload import WorkloadError, ProgramError
+    from gpufe.sim.cosim.harness import Deadlock
+    from gpufe.sim.params import ParamsError
+    from gpufe.sim.analysis.scenarios import ScenarioError
+    from gpufe.sim.analysis.traces import TraceError
+    from gpufe.sim.host.workload import WorkloadError, ProgramError
     return (UsageError, WorkloadError, TraceError, ParamsError, ProgramError, ScenarioError,
             Deadlock)
 
@@ -327,6 +327,15 @@ def _internal_error(e):
           f"(GPUFE_TRACEBACK=1 shows the traceback)", file=sys.stderr)
 
 
+def version():
+    """The installed distribution's version (pyproject.toml)."""
+    from importlib.metadata import version as dist_version, PackageNotFoundError
+    try:
+        return dist_version("gpufe")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv=None):
     # names and paths from files go to stdout: never let one that cannot be encoded kill it
     for stream in (sys.stdout, sys.stderr):
@@ -337,6 +346,7 @@ def main(argv=None):
                 pass
     parser = argparse.ArgumentParser(prog="gpufe", description=(
         "Cycle-approximate model of a GPU command front end (Amaranth RTL)."))
+    parser.add_argument("--version", action="version", version=f"gpufe {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="run the bundled front-end demo through the RTL, print "
@@ -404,8 +414,9 @@ def main(argv=None):
     cal.add_argument("--backend", choices=("pysim", "compiled"), default="compiled")
     cal.set_defaults(func=cmd_calibrate)
 
-    from constraints.boards import BOARDS
-    from .synth import FPGA_GRAPH_NODES, FPGA_GRAPH_EDGES, CLOCK_MHZ, ROUTER, ROUTERS
+    from gpufe.constraints.boards import BOARDS
+    from gpufe.constraints.flow import (FPGA_GRAPH_NODES, FPGA_GRAPH_EDGES, CLOCK_MHZ, ROUTER,
+                                        ROUTERS)
     syn = sub.add_parser("synth", help="synthesize, place and route the FrontEnd (with an "
                                        "on-chip traffic generator) for an FPGA board with the "
                                        "open toolchain; print resources and Fmax")
@@ -432,8 +443,8 @@ def main(argv=None):
 
     args = parser.parse_args(argv)
     user_errors = _user_errors()
-    from .cosim import Deadlock
-    from .workload import ProgramError
+    from gpufe.sim.cosim.harness import Deadlock
+    from gpufe.sim.host.workload import ProgramError
     err = sys.stderr = _LineTracker(sys.stderr)
     try:
         return args.func(args)

@@ -4,13 +4,13 @@ from dataclasses import dataclass
 import sys
 import time
 
-from .cosim import CoSim
-from .runtime import Runtime
+from gpufe.sim.cosim.harness import CoSim
+from gpufe.sim.host.runtime import Runtime
 import contextlib
 
-from .timeline import (finish_records, TimelineStream, TimelineDigest, OutputFile, jsonl_line,
-                       write_jsonl)
-from .workload import run_program, count_ops
+from gpufe.sim.analysis.timeline import (finish_records, TimelineStream, TimelineDigest, OutputFile,
+                                         jsonl_line, write_jsonl)
+from gpufe.sim.host.workload import run_program, count_ops
 
 
 @dataclass

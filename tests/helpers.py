@@ -20,10 +20,10 @@ def simulate(dut, *testbenches, processes=(), vcd=None, traces=()):
 
 
 def mmio_channel(channel, reg):
-    from rtl.layouts import CHANNEL_REGS
+    from gpufe.rtl.layouts import CHANNEL_REGS
     return channel * CHANNEL_REGS + reg.value
 
 
 def mmio_global(reg):
-    from rtl.layouts import GLOBAL_PAGE
+    from gpufe.rtl.layouts import GLOBAL_PAGE
     return GLOBAL_PAGE + reg.value

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields, asdict, replace
 import json
 import pathlib
 
-from rtl.config import FrontEndConfig
+from gpufe.rtl.config import FrontEndConfig
 
 _HERE = pathlib.Path(__file__).parent
 
@@ -147,7 +147,7 @@ def _limits(name):
 def check(raw, source):
     """The fields of a parameter file (a dict from JSON) checked: known names, the right
     types, finite numbers in range, sizes the front end can be built with."""
-    from ..workload import show, number, _check_text, _key
+    from gpufe.sim.host.workload import show, number, _check_text, _key
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: the top level must be an object")
     types = {f.name: f.type for f in fields(Params)}
@@ -202,7 +202,7 @@ def check_config(params, max_connections, source=None):
 
 
 def load(name_or_path="h200"):
-    from ..workload import load_json
+    from gpufe.sim.host.workload import load_json
     path = pathlib.Path(name_or_path)
     if not path.suffix:
         path = _HERE / f"{name_or_path}.json"

@@ -3,11 +3,11 @@ default FPGA design elaborates and converts (the CI check for ``gpufe synth``)."
 
 import pytest
 
-from constraints.boards import board
-from constraints.exerciser import ExerciserTop, HOST_BASE, RING_LOG2, host_image
-from rtl.config import SMALL
-from rtl.layouts import GPEntry
-from sim import synth
+from gpufe.constraints.boards import board
+from gpufe.constraints.exerciser import ExerciserTop, HOST_BASE, RING_LOG2, host_image
+from gpufe.rtl.config import SMALL
+from gpufe.rtl.layouts import GPEntry
+from gpufe.constraints import flow as synth
 from tests.helpers import simulate
 
 CYCLES = 3000
@@ -75,7 +75,7 @@ def test_unknown_board_is_named():
 
 
 def test_pll_dividers_stay_in_the_ecp5_ranges():
-    from constraints.ecp5_pll import pll_params, PFD_MHZ, VCO_MHZ
+    from gpufe.constraints.ecp5_pll import pll_params, PFD_MHZ, VCO_MHZ
     for want in (5, 10, 12, 20, 33.3, 50, 100):
         clki, clkfb, clkop, got = pll_params(25, want)
         assert got == pytest.approx(25 * clkfb / clki)

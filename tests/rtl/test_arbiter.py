@@ -1,4 +1,4 @@
-from rtl.arbiter import PriorityRoundRobin
+from gpufe.rtl.arbiter import PriorityRoundRobin
 from tests.helpers import simulate
 
 

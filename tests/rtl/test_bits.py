@@ -3,8 +3,8 @@ import random
 from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
-from rtl.bits import lowest_set
-from rtl.config import bits_for
+from gpufe.rtl.bits import lowest_set
+from gpufe.rtl.config import bits_for
 
 
 def lowest_set_outputs(width, patterns):

@@ -1,9 +1,9 @@
 from collections import deque
 
-from rtl.command_processor import CommandProcessor
-from rtl.config import SMALL
-from rtl.layouts import (Method, SemOp, ChannelState, ErrorCause, Subchannel)
-from sim.encode import PushBuffer, sem_execute, syncpoint_address
+from gpufe.rtl.command_processor import CommandProcessor
+from gpufe.rtl.config import SMALL
+from gpufe.rtl.layouts import (Method, SemOp, ChannelState, ErrorCause, Subchannel)
+from gpufe.sim.host.encode import PushBuffer, sem_execute, syncpoint_address
 from tests.helpers import simulate
 
 CFG = SMALL

@@ -1,6 +1,6 @@
-from rtl.config import SMALL
-from rtl.doorbell import DoorbellRegisterFile
-from rtl.layouts import ChannelReg, GlobalReg, STATUS_BAD_CHANNEL, STATUS_BAD_PUT, \
+from gpufe.rtl.config import SMALL
+from gpufe.rtl.doorbell import DoorbellRegisterFile
+from gpufe.rtl.layouts import ChannelReg, GlobalReg, STATUS_BAD_CHANNEL, STATUS_BAD_PUT, \
     STATUS_BAD_VALUE
 from tests.helpers import simulate, mmio_channel, mmio_global
 

@@ -1,9 +1,9 @@
 from collections import deque
 
-from rtl.config import SMALL
-from rtl.fetcher import DmaFetcher
-from rtl.layouts import ErrorCause
-from sim.encode import gp_entry, gp_control
+from gpufe.rtl.config import SMALL
+from gpufe.rtl.fetcher import DmaFetcher
+from gpufe.rtl.layouts import ErrorCause
+from gpufe.sim.host.encode import gp_entry, gp_control
 from tests.helpers import simulate
 
 CFG = SMALL
@@ -122,7 +122,7 @@ def test_error_response_faults_the_channel():
 
 
 def test_illegal_control_entry_faults():
-    from rtl.layouts import GPControl
+    from gpufe.rtl.layouts import GPControl
     host = Host()
     host.ring(0, 0x1000_0000, [gp_control(GPControl.ILLEGAL)])
     _, log = run_fetcher(host, {0: 1}, cycles=60)

@@ -1,8 +1,8 @@
 import random
 from collections import deque
 
-from rtl.config import SMALL
-from rtl.fifo_sram import PartitionedFifo
+from gpufe.rtl.config import SMALL
+from gpufe.rtl.fifo_sram import PartitionedFifo
 from tests.helpers import simulate
 
 CFG = SMALL

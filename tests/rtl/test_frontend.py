@@ -3,11 +3,11 @@
 
 import pytest
 
-from rtl.config import SMALL
-from rtl.layouts import ChannelReg, GlobalReg, ChannelState, ErrorCause, STATUS_BAD_CHANNEL, \
+from gpufe.rtl.config import SMALL
+from gpufe.rtl.layouts import ChannelReg, GlobalReg, ChannelState, ErrorCause, STATUS_BAD_CHANNEL, \
     STATUS_BAD_PUT
-from sim.encode import PushBuffer, launch_descriptor, syncpoint_address
-from sim.rtl_bench import FrontEndBench
+from gpufe.sim.host.encode import PushBuffer, launch_descriptor, syncpoint_address
+from gpufe.sim.testbench.frontend import FrontEndBench
 from tests.helpers import mmio_channel, mmio_global
 
 

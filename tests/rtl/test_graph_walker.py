@@ -1,9 +1,10 @@
 """The graph walker inside FrontEnd: a node table in host memory, one GRAPH_LAUNCH."""
 
-from rtl.config import SMALL
-from rtl.layouts import Method, ChannelReg, ChannelState, ErrorCause
-from sim.encode import PushBuffer, launch_descriptor, encode_graph_node, syncpoint_address
-from sim.rtl_bench import FrontEndBench
+from gpufe.rtl.config import SMALL
+from gpufe.rtl.layouts import Method, ChannelReg, ChannelState, ErrorCause
+from gpufe.sim.host.encode import (PushBuffer, launch_descriptor, encode_graph_node,
+                                   syncpoint_address)
+from gpufe.sim.testbench.frontend import FrontEndBench
 from tests.helpers import mmio_channel
 
 

@@ -1,6 +1,6 @@
-from rtl.config import SMALL
-from rtl.layouts import SemOp
-from rtl.syncpoint import SyncpointUnit, ReleaseKind
+from gpufe.rtl.config import SMALL
+from gpufe.rtl.layouts import SemOp
+from gpufe.rtl.syncpoint import SyncpointUnit, ReleaseKind
 from tests.helpers import simulate
 
 CFG = SMALL

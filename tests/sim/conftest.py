@@ -1,6 +1,6 @@
 import pytest
 
-from sim.params import load
+from gpufe.sim.params import load
 
 
 @pytest.fixture(scope="session")

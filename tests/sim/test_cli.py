@@ -1,8 +1,8 @@
 import pytest
 import json
 
-from sim.cli import main
-from sim.timeline import summary
+from gpufe.sim.cli import main
+from gpufe.sim.analysis.timeline import summary
 
 
 def test_run_writes_timeline_perfetto_and_vcd(tmp_path, capsys):
@@ -39,7 +39,7 @@ def test_bad_workload_is_reported_not_raised(tmp_path, capsys):
 
 
 def test_metrics_command_prints_a_shipped_traces_metrics(capsys):
-    from sim.scenarios import HERE
+    from gpufe.sim.analysis.scenarios import HERE
     assert main(["metrics", str(HERE / "h200" / "graph_nodes100.jsonl.gz")]) == 0
     out = capsys.readouterr().out
     assert "graph_launch_api_us" in out and "102.427" in out
@@ -66,10 +66,10 @@ def test_validate_writes_rows_and_a_plot(tmp_path, capsys):
 
 
 def test_profiler_cupti_costs_cpu_and_gpu_time(tmp_path):
-    from sim.params import load
-    from sim.run import simulate
-    from sim.workload import parse_workload
-    from sim.metrics import metrics
+    from gpufe.sim.params import load
+    from gpufe.sim.run import simulate
+    from gpufe.sim.host.workload import parse_workload
+    from gpufe.sim.analysis.metrics import metrics
     w = parse_workload({"name": "p", "program": [
         {"op": "stream_create", "name": "s"},
         {"op": "launch_kernel", "stream": "s", "kernel": "gate", "block_ns": 200000},
@@ -102,11 +102,11 @@ def tiny(tmp_path, program=None, name="w.json", **top):
 @pytest.fixture
 def no_simulation(monkeypatch):
     """Fail the test if a simulation starts: every check comes before."""
-    import sim.run
+    import gpufe.sim.run
 
     def simulate(*a, **kw):
         raise AssertionError("a simulation started")
-    monkeypatch.setattr(sim.run, "simulate", simulate)
+    monkeypatch.setattr(gpufe.sim.run, "simulate", simulate)
 
 
 def one_error_line(capsys, *fragments):
@@ -178,8 +178,8 @@ def test_bad_parameter_files_give_one_line(tmp_path, capsys, no_simulation):
 
 def test_work_limits_are_said_before_the_run_and_no_limits_lifts_them(tmp_path, capsys,
                                                                       monkeypatch):
-    import sim.workload
-    monkeypatch.setattr(sim.workload, "MAX_OPS", 2)
+    import gpufe.sim.host.workload
+    monkeypatch.setattr(gpufe.sim.host.workload, "MAX_OPS", 2)
     w = tiny(tmp_path)
     assert main(["run", str(w), "--max-connections", "8"]) == 2
     one_error_line(capsys, str(w), "the program runs 3 ops", "--no-limits")
@@ -207,7 +207,7 @@ def test_an_error_after_a_progress_bar_goes_on_its_own_line(tmp_path, capsys):
 
 
 def test_bad_traces_give_one_line_and_metrics_print_nothing_before(tmp_path, capsys):
-    from sim.scenarios import HERE
+    from gpufe.sim.analysis.scenarios import HERE
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"kind":"meta","what":"header","t":0}\n'
                    '{"kind":"kernel","name":"k","corr":1,"stream":7,"start":0,"end":9,'
@@ -250,12 +250,12 @@ def test_bad_options_are_usage_errors(tmp_path, capsys):
 
 
 def test_an_internal_error_says_so_in_one_line(tmp_path, capsys, monkeypatch):
-    import sim.run
+    import gpufe.sim.run
     w = tiny(tmp_path)
 
     def broken(*a, **kw):
         return {}["oops"]
-    monkeypatch.setattr(sim.run, "simulate", broken)
+    monkeypatch.setattr(gpufe.sim.run, "simulate", broken)
     assert main(["run", str(w)]) == 70
     line = one_error_line(capsys, "internal error (a bug in gpufe, not in the input)",
                           "KeyError: 'oops'", "test_cli.py")

@@ -7,15 +7,15 @@ import random
 
 import pytest
 
-import sim.run
-from sim.cosim import CoSim
-from sim.hostmem import HostMemory, SegmentRing, BlockPool
-from sim.params import load
-from sim.run import simulate
-from sim.runtime import Runtime
-from sim.summary import print_summary
-from sim.timeline import write_jsonl, summary
-from sim.workload import load_workload, parse_workload, run_program
+import gpufe.sim.run
+from gpufe.sim.cosim.harness import CoSim
+from gpufe.sim.cosim.hostmem import HostMemory, SegmentRing, BlockPool
+from gpufe.sim.params import load
+from gpufe.sim.run import simulate
+from gpufe.sim.host.runtime import Runtime
+from gpufe.sim.analysis.summary import print_summary
+from gpufe.sim.analysis.timeline import write_jsonl, summary
+from gpufe.sim.host.workload import load_workload, parse_workload, run_program
 
 EXAMPLES = pathlib.Path(__file__).parents[2] / "examples"
 
@@ -165,11 +165,11 @@ def test_bounded_mode_holds_only_what_is_in_flight(monkeypatch, profiler):
     handful are held at any time, however long the run."""
     streams = []
 
-    class Watched(sim.run.TimelineStream):
+    class Watched(gpufe.sim.run.TimelineStream):
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             streams.append(self)
-    monkeypatch.setattr(sim.run, "TimelineStream", Watched)
+    monkeypatch.setattr(gpufe.sim.run, "TimelineStream", Watched)
     program = [{"op": "stream_create", "name": "s"}, {"op": "stream_create", "name": "t"},
                {"op": "repeat", "count": 1000, "body": [
                    {"op": "launch_kernel", "stream": "s", "kernel": "k"},

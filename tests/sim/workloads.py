@@ -1,6 +1,6 @@
 """Small workloads for the host-model tests, built as the JSON files would be."""
 
-from sim.workload import parse_workload
+from gpufe.sim.host.workload import parse_workload
 
 
 def streams(*names, priorities=None):

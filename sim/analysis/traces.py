@@ -1,0 +1,489 @@
+"""Trace readers: real and simulated timelines into one form.
+
+The form is the record schema of ``traces/h200/*.jsonl.gz`` (see ``sim/analysis/timeline.py``): a list
+of dicts, ``meta`` / ``runtime`` / ``driver`` / ``kernel`` / ``memcpy`` / ``sync``, times in
+integer ns. Two readers:
+
+- fe_trace JSONL, plain or gzipped (what ``fe_trace.cu`` and ``gpufe run --timeline`` write);
+- PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped: ``cuda_runtime`` and
+  ``cuda_driver`` calls, ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events; each
+  ``ProfilerStep#N`` annotation becomes a ``rep_begin``/``rep_end`` pair, each
+  ``cudaDeviceSynchronize`` / ``cudaStreamSynchronize`` call a ``sync``.
+
+A malformed or truncated file raises :class:`TraceError` naming the file, the line (JSONL) or
+the event index (Kineto) and the reason: not UTF-8, not JSON, ``NaN``/``Infinity`` or numbers
+out of range, fields of the wrong type, a record that ends before it starts, a thread block
+of more than 1,024 threads, two launches with one correlation id (only the kernels of one
+graph launch share theirs), kernels or copies of one stream that overlap in time (work of a
+stream runs in order; programmatic dependent launch is not modelled; the nodes of one graph
+launch may run at once).
+"""
+
+import gzip
+import json
+import math
+import pathlib
+import zlib
+
+from gpufe.sim.host.workload import decode_utf8, parse_json, show, _check_text
+
+
+class TraceError(ValueError):
+    pass
+
+
+#: traces larger than this, uncompressed, are not read
+MAX_TRACE_BYTES = 1 << 30
+#: a JSONL line longer than this is not read
+MAX_LINE_BYTES = 16 << 20
+#: integers in fe_trace records (times in ns, ids) are at most this large in magnitude
+MAX_INT = (1 << 63) - 1
+#: Kineto: |ts| and dur at most this many us
+MAX_TS_US = 1e15
+MAX_DUR_US = 1e12
+
+_INT = int
+# required fields of each record kind (fe_trace schema) and their types
+_FIELDS = {
+    "meta": {"what": str, "t": _INT},
+    "runtime": {"name": str, "corr": _INT, "start": _INT, "end": _INT},
+    "driver": {"name": str, "corr": _INT, "start": _INT, "end": _INT},
+    "kernel": {"name": str, "corr": _INT, "stream": _INT, "start": _INT, "end": _INT},
+    "memcpy": {"copy_kind": _INT, "bytes": _INT, "stream": _INT, "start": _INT, "end": _INT},
+    "sync": {"start": _INT, "end": _INT},
+}
+_OPT_INT = {"corr", "stream", "channel", "channel_type", "graph_id", "graph_node", "type",
+            "event", "bytes", "copy_kind"}
+_OPT_INT_OR_NULL = {"queued", "submitted"}
+#: CUPTI copy kinds by Kineto's memcpy names
+_COPY_KINDS = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "HtoH": 16, "PtoP": 10}
+#: calls whose kernels and copies share the call's correlation id
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
+
+
+def _opener(path):
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open if magic == b"\x1f\x8b" else open
+
+
+_CORRUPT = (EOFError, OSError, zlib.error)
+
+
+def _read_bytes(path):
+    try:
+        with _opener(path)(path, "rb") as f:
+            data = f.read(MAX_TRACE_BYTES + 1)
+    except _CORRUPT as e:
+        raise TraceError(f"{path}: unreadable or truncated ({_why(e)})") from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES >> 20} MiB uncompressed; "
+                         f"not read")
+    return data
+
+
+def _why(e):
+    return getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+def _read_text(path):
+    return decode_utf8(_read_bytes(path), path, TraceError)
+
+
+def _int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _dims(v, where, name):
+    ok = type(v) is list and 1 <= len(v) <= 3
+    if ok:
+        for x in v:
+            if type(x) is not int or not 0 <= x < 1 << 31:
+                ok = False
+                break
+    if not ok:
+        raise TraceError(f"{where}: {name} must be a list of 1 to 3 integers 0..2^31-1, not "
+                         f"{show(v)}")
+
+
+def _threads(block):
+    n = 1
+    for b in block[:3]:
+        n *= max(b, 1)
+    return n
+
+
+def _check_block(block, where, what):
+    if _threads(block) > 1024:
+        raise TraceError(f"{where}: {what} has a block of {_threads(block):,} threads "
+                         f"({show(block)}); CUDA allows at most 1,024")
+
+
+_INT_F, _STR_F, _INT_OR_NULL_F, _DIMS_F, _TID_F = range(5)
+#: kind -> {field: how it is checked}: its required fields, then the optional ones read
+_SPECS = {}
+for _kind, _req in _FIELDS.items():
+    _SPECS[_kind] = {n: _INT_F for n in _OPT_INT}
+    _SPECS[_kind].update({n: _INT_OR_NULL_F for n in _OPT_INT_OR_NULL}, tid=_TID_F)
+    if _kind == "kernel":
+        _SPECS[_kind].update(grid=_DIMS_F, block=_DIMS_F)
+    _SPECS[_kind].update({n: _STR_F if t is str else _INT_F for n, t in _req.items()})
+_WANT = {_INT_F: "int", _STR_F: "str", _INT_OR_NULL_F: "int or null", _TID_F: "int or str"}
+
+
+def _check_record(r, where):
+    if not isinstance(r, dict):
+        raise TraceError(f"{where}: a record must be a JSON object")
+    kind = r.get("kind")
+    if not isinstance(kind, str) or kind not in _FIELDS:
+        raise TraceError(f"{where}: unknown record kind {show(kind)}")
+    spec = _SPECS[kind]
+    for name in _FIELDS[kind]:
+        if r.get(name) is None:
+            raise TraceError(f"{where}: {kind} record without {name!r}")
+    for name, v in r.items():
+        code = spec.get(name)
+        if code is None:
+            continue                   # other fields are kept as they are, not read
+        t = type(v)
+        if code == _INT_F:
+            ok = t is int
+        elif code == _STR_F:
+            ok = t is str
+        elif code == _DIMS_F:
+            _dims(v, where, f"kernel field {name!r}")
+            continue
+        elif code == _INT_OR_NULL_F:
+            ok = t is int or v is None
+        else:
+            ok = t is int or t is str
+        if not ok:
+            raise TraceError(f"{where}: {kind} field {name!r} is {show(v)}, not "
+                             f"{_WANT[code]}")
+        if t is int:
+            if not -MAX_INT <= v <= MAX_INT:
+                raise TraceError(f"{where}: {kind} field {name!r} is {v}; out of range "
+                                 f"(a 64-bit integer)")
+        elif t is str and not v.isascii():
+            _check_text(v, f"{where}: {kind} field {name!r}", TraceError)
+    if kind == "meta" and r["what"] == "header":
+        for name in ("scenario", "device"):
+            if name in r and not isinstance(r[name], str):
+                raise TraceError(f"{where}: header field {name!r} is {show(r[name])}, not str")
+            if name in r:
+                _check_text(r[name], f"{where}: header field {name!r}", TraceError)
+    if "start" in r and r["end"] < r["start"]:
+        raise TraceError(f"{where}: {kind} record ends ({r['end']}) before it starts "
+                         f"({r['start']})")
+    if kind == "kernel" and isinstance(r.get("block"), list):
+        _check_block(r["block"], where, "the kernel")
+
+
+def _other(loc, path):
+    """Another place in the same file, for a message that already names the file."""
+    loc, path = str(loc), str(path)
+    if loc.startswith(path + ": "):
+        return loc[len(path) + 2:]
+    if loc.startswith(path + ":"):
+        return "line " + loc[len(path) + 1:]
+    return loc
+
+
+def _check_work(records, locs, path, tolerance=0):
+    """Correlation ids: one per launch (the kernels and copies of one graph launch share
+    theirs; so may a runtime call and a driver call it makes). Work of one stream runs in
+    order: kernels and copies of a stream must not overlap, except the nodes of one graph
+    launch."""
+    graph_corrs = {r["corr"] for r in records if r["kind"] in ("runtime", "driver")
+                   and r["name"].startswith(GRAPH_LAUNCHES)}
+    seen = {}
+    for kind in ("runtime", "driver"):
+        calls = {}
+        for r, loc in zip(records, locs):
+            if r["kind"] == kind:
+                if r["corr"] in calls:
+                    other = _other(calls[r["corr"]], path)
+                    raise TraceError(f"{loc}: {kind} call {show(r['name'])} has correlation id "
+                                     f"{r['corr']}, as {other} has: each call has its own")
+                calls[r["corr"]] = loc
+
+    def graph(r):
+        return bool(r.get("graph_id")) or r["corr"] in graph_corrs
+
+    units = {}                 # (stream, unit) -> [start, end, loc]; unit: a launch
+    for r, loc in zip(records, locs):
+        if r["kind"] not in ("kernel", "memcpy"):
+            continue
+        g = graph(r)
+        prev = seen.get(r["corr"])
+        if prev is not None and not (g and prev[0]):
+            raise TraceError(f"{loc}: {r['kind']} has correlation id {r['corr']}, as "
+                             f"{_other(prev[1], path)} has: each launch has its own (only the "
+                             f"kernels of one graph launch share theirs)")
+        seen.setdefault(r["corr"], (g, loc))
+        key = (r["stream"], ("graph", r["corr"]) if g else ("one", id(r)))
+        u = units.get(key)
+        if u is None:
+            units[key] = [r["start"], r["end"], loc, r["kind"]]
+        else:
+            if r["start"] < u[0]:
+                u[0], u[2], u[3] = r["start"], loc, r["kind"]
+            u[1] = max(u[1], r["end"])
+    by_stream = {}
+    for (stream, _), u in units.items():
+        by_stream.setdefault(stream, []).append(u)
+    for stream, us in by_stream.items():
+        us.sort(key=lambda u: (u[0], u[1]))
+        last = None
+        for u in us:
+            if last is not None and u[0] < last[1] - tolerance:
+                raise TraceError(
+                    f"{u[2]}: {u[3]} on stream {stream} starts at {u[0]} ns, before the "
+                    f"{last[3]} of {_other(last[2], path)} on the same stream ends ({last[1]} "
+                    f"ns): the work of one stream runs in order (programmatic dependent launch "
+                    f"is not modelled)")
+            if last is None or u[1] > last[1]:
+                last = u
+
+
+def _lines(path):
+    """(line number, bytes) of a JSONL file, plain or gzipped."""
+    total = n = 0
+    try:
+        with _opener(path)(path, "rb") as f:
+            while True:
+                line = f.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    return
+                n += 1
+                total += len(line)
+                if len(line) > MAX_LINE_BYTES:
+                    raise TraceError(f"{path}:{n}: line longer than "
+                                     f"{MAX_LINE_BYTES >> 20} MiB")
+                if total > MAX_TRACE_BYTES:
+                    raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES >> 20} MiB "
+                                     f"uncompressed; not read")
+                yield n, line
+    except _CORRUPT as e:
+        raise TraceError(f"{path}:{n + 1}: truncated or corrupt ({_why(e)})") from None
+
+
+def _fe_trace(path):
+    path = pathlib.Path(path)
+    records, locs = [], []
+    for n, raw in _lines(path):
+        where = f"{path}:{n}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TraceError(f"{where}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column "
+                             f"{e.start + 1})") from None
+        if n == 1 and line.startswith("\ufeff"):
+            line = line[1:]
+        if not line.strip():
+            continue
+        try:
+            r = _DECODER.decode(line)
+        except json.JSONDecodeError as e:
+            raise TraceError(f"{where}: not JSON ({e.msg} at column {e.colno})") from None
+        except RecursionError:
+            raise TraceError(f"{where}: nested too deeply to read") from None
+        except ValueError as e:
+            raise TraceError(f"{where}: not JSON ({e})") from None
+        _check_record(r, where)
+        records.append(r)
+        locs.append(where)
+    if not records:
+        raise TraceError(f"{path}: no records")
+    if records[0]["kind"] != "meta" or records[0]["what"] != "header":
+        raise TraceError(f"{path}:1: the first record must be the header meta record")
+    _check_work(records, locs, path)
+    return records, locs
+
+
+def _reject_constant(token):
+    raise ValueError(f"{token} is not a number JSON allows")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def read_fe_trace(path):
+    """Records of an fe_trace JSONL file (.jsonl or .jsonl.gz)."""
+    return _fe_trace(path)[0]
+
+
+def _ns(us):
+    return int(round(us * 1000))
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _kineto(path):
+    path = pathlib.Path(path)
+    text = _read_text(path)
+    try:
+        doc = _DECODER.decode(text)
+    except json.JSONDecodeError as e:
+        raise TraceError(f"{path}:{e.lineno}: not JSON, or truncated ({e.msg})") from None
+    except RecursionError:
+        raise TraceError(f"{path}: nested too deeply to read") from None
+    except ValueError as e:
+        parse_json(text, path, TraceError)       # names the line of the bad number
+        raise TraceError(f"{path}: not JSON ({e})") from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        raise TraceError(f"{path}: no traceEvents list (not a Chrome trace)")
+    props = doc.get("deviceProperties")
+    if props is None or props == []:
+        props = {}
+    elif not isinstance(props, list) or not isinstance(props[0], dict):
+        raise TraceError(f"{path}: deviceProperties must be a list of objects, not "
+                         f"{show(props)}")
+    else:
+        props = props[0]
+    device, sms = props.get("name", "?"), props.get("numSms", 0)
+    if not isinstance(device, str) or not _int(sms):
+        raise TraceError(f"{path}: deviceProperties[0]: name must be a string and numSms an "
+                         f"integer, not {show(device)} and {show(sms)}")
+    _check_text(device, f"{path}: deviceProperties[0].name", TraceError)
+    versions = [doc.get(k, 0) for k in ("cuda_driver_version", "cuda_runtime_version")]
+    for k, v in zip(("cuda_driver_version", "cuda_runtime_version"), versions):
+        if not (_int(v) or isinstance(v, str)):
+            raise TraceError(f"{path}: {k} must be an integer or a string, not {show(v)}")
+        if isinstance(v, str):
+            _check_text(v, f"{path}: {k}", TraceError)
+    header = {"kind": "meta", "what": "header", "t": 0, "scenario": path.name.split(".")[0],
+              "device": device, "sms": sms, "driver": versions[0], "runtime": versions[1],
+              "max_connections": "default", "params": {}, "source": "kineto"}
+    out, locs = [], []
+    t0 = None
+    optimizer_steps = 0
+    for i, e in enumerate(events):
+        where = f"{path}: traceEvents[{i}]"
+        if not isinstance(e, dict):
+            raise TraceError(f"{where}: an event must be a JSON object")
+        if e.get("ph") != "X":
+            continue
+        cat = e.get("cat")
+        if cat not in ("cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset",
+                       "user_annotation"):
+            continue
+        ts, dur, args = e.get("ts"), e.get("dur"), e.get("args")
+        if not _number(ts) or not _number(dur) or dur < 0:
+            raise TraceError(f"{where}: {cat} event without a valid ts/dur (finite numbers, "
+                             f"dur >= 0): ts {show(ts)}, dur {show(dur)}")
+        if abs(ts) > MAX_TS_US or dur > MAX_DUR_US:
+            raise TraceError(f"{where}: {cat} event's ts {ts:g} or dur {dur:g} is out of range "
+                             f"(|ts| at most {MAX_TS_US:g} us, dur at most {MAX_DUR_US:g} us)")
+        if args is None:
+            args = {}
+        elif not isinstance(args, dict):
+            raise TraceError(f"{where}: args must be an object, not {show(args)}")
+        name = e.get("name", "")
+        if not isinstance(name, str):
+            raise TraceError(f"{where}: name must be a string, not {show(name)}")
+        _check_text(name, f"{where}: name", TraceError)
+        start, end = _ns(ts), _ns(ts + dur)
+        t0 = start if t0 is None else min(t0, start)
+        if cat == "user_annotation":
+            if name.startswith("ProfilerStep#"):
+                out.append({"kind": "meta", "what": "rep_begin", "t": start})
+                out.append({"kind": "meta", "what": "rep_end", "t": end})
+                locs += [where, where]
+            elif name.startswith("Optimizer.step"):
+                optimizer_steps += 1
+            continue
+        corr = args.get("correlation")
+        if not _int(corr):
+            raise TraceError(f"{where}: {cat} event without a correlation id (an integer; "
+                             f"got {show(corr)})")
+        if cat in ("cuda_runtime", "cuda_driver"):
+            tid = e.get("tid", 0)
+            if not (_int(tid) or isinstance(tid, str)):
+                raise TraceError(f"{where}: tid must be an integer or a string, not {show(tid)}")
+            out.append({"kind": "runtime" if cat == "cuda_runtime" else "driver", "name": name,
+                        "corr": corr, "tid": tid, "start": start, "end": end})
+            locs.append(where)
+            if name in ("cudaDeviceSynchronize", "cudaStreamSynchronize"):
+                out.append({"kind": "sync", "type": 0, "corr": corr, "stream": 0, "event": 0,
+                            "start": start, "end": end})
+                locs.append(where)
+            continue
+        stream = args.get("stream")
+        if not _int(stream):
+            raise TraceError(f"{where}: {cat} event without a stream (an integer; got "
+                             f"{show(stream)})")
+        if cat == "kernel":
+            grid, block = args.get("grid", [1, 1, 1]), args.get("block", [1, 1, 1])
+            _dims(grid, where, "args.grid")
+            _dims(block, where, "args.block")
+            _check_block(block, where, f"kernel {show(name)}")
+            gid = args.get("graph id", 0)
+            if not _int(gid):
+                raise TraceError(f"{where}: args['graph id'] must be an integer, not "
+                                 f"{show(gid)}")
+            out.append({"kind": "kernel", "name": name, "corr": corr, "stream": stream,
+                        "channel": -1, "channel_type": 1, "queued": 0, "submitted": 0,
+                        "start": start, "end": end, "grid": grid, "block": block,
+                        "graph_id": gid, "graph_node": 0})
+            locs.append(where)
+        elif cat == "gpu_memcpy":
+            nbytes = args.get("bytes", 0)
+            if not (_int(nbytes) or isinstance(nbytes, float) and nbytes.is_integer()) \
+                    or not 0 <= nbytes <= MAX_INT:
+                raise TraceError(f"{where}: args.bytes must be a whole number of bytes "
+                                 f"0..2^63-1, not {show(nbytes)}")
+            kind = next((v for k, v in _COPY_KINDS.items() if k in name), 8)
+            out.append({"kind": "memcpy", "copy_kind": kind, "bytes": int(nbytes),
+                        "corr": corr, "stream": stream, "channel": -1, "channel_type": 2,
+                        "start": start, "end": end, "graph_id": 0, "graph_node": 0})
+            locs.append(where)
+        # gpu_memset: not part of the front-end model's schema
+    if not out:
+        raise TraceError(f"{path}: no CUDA runtime, kernel or copy events")
+    if optimizer_steps:
+        header["optimizer_steps"] = optimizer_steps
+    # times relative to the first event, as the model's are
+    for r in out:
+        for k in ("t", "start", "end"):
+            if k in r:
+                r[k] -= t0
+    order = sorted(range(len(out)), key=lambda j: (out[j].get("t", out[j].get("start")),
+                                                   out[j]["kind"]))
+    out, locs = [out[j] for j in order], [locs[j] for j in order]
+    _check_work(out, locs, path, tolerance=1)
+    return [header] + out, [f"{path}"] + locs
+
+
+def read_kineto(path):
+    """Records of a PyTorch profiler Chrome trace (.json or .json.gz)."""
+    return _kineto(path)[0]
+
+
+def read_trace_located(path):
+    """(records, where): the records of any trace (as :func:`read_trace`) and, for each, the
+    place in the file it came from (``path:line`` or ``path: traceEvents[i]``)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    try:
+        with _opener(path)(path, "rb") as f:
+            head = f.read(512)
+    except _CORRUPT as e:
+        raise TraceError(f"{path}: unreadable or truncated ({_why(e)})") from None
+    if head[:3] == b"\xef\xbb\xbf":
+        head = head[3:]
+    head = head.decode("utf-8", errors="replace").lstrip()
+    if head.startswith('{"kind"') or head.startswith('{ "kind"'):
+        return _fe_trace(path)
+    if head.startswith("{"):
+        return _kineto(path)
+    raise TraceError(f"{path}:1: neither fe_trace JSONL nor a Chrome trace")
+
+
+def read_trace(path):
+    """Records of any trace: fe_trace JSONL or a Kineto Chrome trace, by content."""
+    return read_trace_located(path)[0]

@@ -1,0 +1,148 @@
+"""Validation: every calibration scenario, model against measured, metric by metric.
+
+For each bundled scenario (``sim/analysis/scenarios.py``) the workload is simulated and the same
+metrics (``sim/analysis/metrics.py``) are computed on the model's timeline and on the reference
+trace. A row is ``{scenario, metric, model, measured, rel_error}`` with
+``rel_error = (model - measured) / measured``. Traces recorded with CUPTI are matched by runs
+with ``profiler="cupti"``, the ``nocupti_*`` ones by runs with ``profiler="off"``.
+"""
+
+import json
+import statistics
+import time
+
+from gpufe.sim.analysis.metrics import metrics
+from gpufe.sim.run import simulate
+from gpufe.sim.analysis.scenarios import scenario_names, scenario_paths
+from gpufe.sim.analysis.traces import read_fe_trace
+from gpufe.sim.host.workload import load_workload
+
+#: metrics compared in every scenario that has them (counts that are equal by construction,
+#: such as ``kernels``, are left out)
+COMPARED = ("wall_per_rep_us", "gpu_span_us", "median_gap_us", "median_kernel_us",
+            "launch_api_us", "graph_launch_api_us", "event_record_api_us",
+            "queued_to_submitted_us", "submitted_to_start_us", "max_concurrent",
+            "channels_used")
+#: metrics compared only in the programs that measure them: elsewhere they rest on one or
+#: two samples (the last synchronize of a repetition, a launch delayed by the OS)
+PROGRAM_METRICS = {"sync": ("sync_return_us",),
+                   "copy": ("copy_h2d_gbps", "copy_d2h_gbps", "copy_d2d_gbps"),
+                   "pbfull": ("launches_blocked",)}
+
+
+def profiler_of(name):
+    return "off" if name.startswith("nocupti_") else "cupti"
+
+
+def rel_error(model, measured):
+    if measured == 0:
+        return 0.0 if model == 0 else 1.0
+    return (model - measured) / abs(measured)
+
+
+def compared_metrics(name):
+    from gpufe.sim.analysis.scenarios import program_of
+    return COMPARED + PROGRAM_METRICS.get(program_of(name), ())
+
+
+def compare(name, model_metrics, measured_metrics):
+    rows = []
+    for m in compared_metrics(name):
+        if m in measured_metrics and m in model_metrics:
+            a, b = model_metrics[m], measured_metrics[m]
+            rows.append({"scenario": name, "metric": m, "model": a, "measured": b,
+                         "rel_error": rel_error(a, b)})
+    return rows
+
+
+_MEASURED = {}
+
+
+def measured_metrics(name, device="h200"):
+    key = (name, device)
+    if key not in _MEASURED:
+        _MEASURED[key] = metrics(read_fe_trace(scenario_paths(name, device)[1]))
+    return _MEASURED[key]
+
+
+def run_scenario(name, params, backend="compiled", device="h200"):
+    """Model metrics of one scenario, and the run's wall time."""
+    w = load_workload(scenario_paths(name, device)[0])
+    t0 = time.perf_counter()
+    r = simulate(w, params, backend=backend, profiler=profiler_of(name))
+    return metrics(r.records), time.perf_counter() - t0
+
+
+def validate(params, names=None, backend="compiled", device="h200", log=None):
+    """All rows for ``names`` (default: every bundled scenario)."""
+    rows = []
+    for name in names or scenario_names(device):
+        model, wall = run_scenario(name, params, backend, device)
+        got = compare(name, model, measured_metrics(name, device))
+        rows += got
+        if log:
+            worst = max((abs(r["rel_error"]) for r in got), default=0)
+            log(f"  {name:28s} {len(got):2d} metrics, worst {100 * worst:6.1f}%  "
+                f"({wall:.1f} s)")
+    return rows
+
+
+def error_summary(rows):
+    errs = [abs(r["rel_error"]) for r in rows]
+    if not errs:
+        return {"rows": 0}
+    worst = max(rows, key=lambda r: abs(r["rel_error"]))
+    return {"rows": len(rows), "median_abs_rel_error": statistics.median(errs),
+            "max_abs_rel_error": max(errs), "worst": f"{worst['scenario']} {worst['metric']}",
+            "over_25pct": sum(1 for e in errs if e > 0.25)}
+
+
+def format_table(rows):
+    out = [f"{'scenario':28s} {'metric':24s} {'model':>14s} {'measured':>14s} {'error':>8s}"]
+    for r in rows:
+        out.append(f"{r['scenario']:28s} {r['metric']:24s} {r['model']:14,.3f} "
+                   f"{r['measured']:14,.3f} {100 * r['rel_error']:+7.1f}%")
+    s = error_summary(rows)
+    if s["rows"]:
+        out.append(f"{s['rows']} comparisons: median |error| "
+                   f"{100 * s['median_abs_rel_error']:.1f}%, max {100 * s['max_abs_rel_error']:.1f}% "
+                   f"({s['worst']}), {s['over_25pct']} above 25%")
+    return "\n".join(out)
+
+
+def write_json(rows, path):
+    with open(path, "w") as f:
+        json.dump({"rows": rows, "summary": error_summary(rows)}, f, indent=1)
+
+
+def plot(rows, path):
+    """Model against measured, one point per row, log-log, with the +-25% band."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    pts = [(r["measured"], r["model"], r["metric"]) for r in rows
+           if r["measured"] > 0 and r["model"] > 0]
+    fig, ax = plt.subplots(figsize=(7, 7))
+    metrics_seen = sorted({p[2] for p in pts})
+    cmap = plt.get_cmap("tab20")
+    for i, m in enumerate(metrics_seen):
+        xs = [p[0] for p in pts if p[2] == m]
+        ys = [p[1] for p in pts if p[2] == m]
+        ax.scatter(xs, ys, s=14, color=cmap(i % 20), label=m)
+    lo = min(min(p[0], p[1]) for p in pts) / 2
+    hi = max(max(p[0], p[1]) for p in pts) * 2
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.9")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured (H200)")
+    ax.set_ylabel("model")
+    s = error_summary(rows)
+    ax.set_title(f"gpufe vs H200: {s['rows']} comparisons, median |error| "
+                 f"{100 * s['median_abs_rel_error']:.1f}%")
+    ax.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

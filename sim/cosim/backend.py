@@ -1,0 +1,208 @@
+"""Simulation backends for the FrontEnd: the harness's narrow interface to the RTL.
+
+The harness never drives the clock itself. It queues inputs with the cycle they are due at,
+and asks the backend to run until something needs the host:
+
+- ``push(port, cycle, payload)``: an input transfer on stream ``port`` (``"mmio"``,
+  ``"dma_read_resp"``, ``"compute_done"``, ``"copy_done"``); due entries are offered one a
+  cycle, in order, and leave their queue when the RTL takes them;
+- ``push_packed(port, cycles, values)``: several at once, payloads already packed into ints
+  (with ``offsets(port)``, the bit offset of each payload field);
+- ``offers()``: at a ``"transfer"`` stop, the output streams offering a transfer;
+- ``quiet``: the RTL was idle and took no input at the last cycle it ran, so its state cannot
+  change until an input is due (what lets the harness run engine events ahead of it);
+- ``write_ready_from(cycle)``: the DMA write port is busy before ``cycle``;
+- ``run(until)``: runs cycles (from the current one) until an output transfer is offered
+  (a DMA read or write, a compute or copy dispatch: returns ``"transfer"`` before that
+  cycle's clock edge, with the payloads readable by ``get``), until cycle ``until`` is
+  reached (``"until"``), or, with ``until`` None, until the RTL is idle with nothing queued
+  (``"idle"``). The next ``run`` first lets the offered transfers happen.
+- While the RTL is idle and no input is due, time jumps to the next due input or ``until``
+  (``jumps=False`` clocks every cycle; the results are the same).
+
+Every cycle: ``now`` = cycle * cycle_ps // 1000 ns; due inputs are offered; outputs settle;
+an offered output stops the run; the clock edge; taken inputs leave their queues.
+
+:class:`PysimBackend` is Amaranth's Python simulator; :class:`gpufe.sim.cosim.compiled.CxxrtlBackend`
+runs the same loop in C++ over the design compiled by Yosys CXXRTL.
+"""
+
+from collections import deque
+
+from amaranth.hdl import Value
+from amaranth.lib import data, enum
+from amaranth.sim import Simulator
+
+INPUT_STREAMS = ("mmio", "dma_read_resp", "compute_done", "copy_done")
+OUTPUT_STREAMS = ("dma_read_req", "dma_write", "compute", "copy")
+BUSY_CAP = 50_000_000        # cycles the RTL may stay busy with nothing external happening
+
+
+class Record:
+    """A port payload as plain ints, by field name (what the harness reads)."""
+
+    def __init__(self, fields):
+        self.__dict__.update(fields)
+
+
+class BackendBase:
+    """Port naming and payload packing shared by the backends. Payloads of the FrontEnd's
+    ports are flat struct layouts; they are packed and unpacked with precomputed field
+    offsets (Amaranth's own constants are too slow per transaction)."""
+
+    def __init__(self, dut, cycle_ps, jumps=True):
+        self.dut = dut
+        self.cycle_ps = cycle_ps
+        self.jumps = jumps
+        self.cycle = 0
+        self.stats = {"rtl_cycles": 0, "jumped_cycles": 0, "jumps": 0}
+        self._shapes = {}
+        self._fields = {}
+        for path, _, port in dut.signature.flatten(dut):
+            name = "__".join(str(p) for p in path)
+            self._shapes[name] = port
+            shape = port.shape() if hasattr(port, "shape") else None
+            if isinstance(shape, data.StructLayout):
+                self._fields[name] = [(f, field.offset, (1 << field.width) - 1)
+                                      for f, field in shape]
+
+    def pack(self, name, value):
+        if isinstance(value, int):
+            return value
+        fields = self._fields.get(name)
+        if fields is not None:
+            bits = 0
+            for f, offset, mask in fields:
+                v = value.get(f, 0)
+                bits |= (int(v.value if isinstance(v, enum.Enum) else v) & mask) << offset
+            return bits
+        return int(value.value if isinstance(value, enum.Enum) else value)
+
+    def offsets(self, port):
+        """Bit offset of each field of input stream ``port``'s payload."""
+        return {f: offset for f, offset, _ in self._fields[f"{port}__payload"]}
+
+    def unpack(self, name, bits):
+        fields = self._fields.get(name)
+        if fields is not None:
+            return Record({f: (bits >> offset) & mask for f, offset, mask in fields})
+        return bits
+
+
+class PysimBackend(BackendBase):
+    name = "pysim"
+
+    def __init__(self, dut, cycle_ps, jumps=True, vcd=None):
+        super().__init__(dut, cycle_ps, jumps)
+        self.vcd = vcd
+        self._queues = {n: deque() for n in INPUT_STREAMS}
+        self._write_ready = 0
+        self._values = {}
+        self.settings = {}         # configuration inputs driven for the whole run
+        self._offers = ()
+        self.last_idle = self.quiet = True
+
+    def push(self, port, cycle, payload):
+        self._queues[port].append((cycle, self.pack(f"{port}__payload", payload)))
+
+    def push_packed(self, port, cycles, values):
+        self._queues[port].extend(zip(cycles, values))
+
+    def offers(self):
+        return self._offers
+
+    def write_ready_from(self, cycle):
+        self._write_ready = cycle
+
+    def queued(self):
+        return sum(len(q) for q in self._queues.values())
+
+    def get(self, name):
+        return self.unpack(name, self._values[name])
+
+    def drive(self, harness):
+        """Run the harness: ``harness(backend, reason)`` returns the next ``until`` (a cycle
+        or None) or ``False`` to stop."""
+        sim = Simulator(self.dut)
+        sim.add_clock(1e-9)
+        dut = self.dut
+        ports = {n: getattr(dut, n) for n in INPUT_STREAMS + OUTPUT_STREAMS}
+
+        async def testbench(ctx):
+            for n in ("dma_read_req", "compute", "copy"):
+                ctx.set(ports[n].ready, 1)
+            for n, v in self.settings.items():
+                ctx.set(getattr(dut, n), v)
+            until = harness(self, "start")
+            consume = False
+            while until is not False:
+                reason, consume = await self._run(ctx, ports, until, consume)
+                until = harness(self, reason)
+
+        sim.add_testbench(testbench)
+        if self.vcd:
+            with sim.write_vcd(self.vcd):
+                sim.run()
+        else:
+            sim.run()
+
+    async def _run(self, ctx, ports, until, consume):
+        dut = self.dut
+        busy = 0
+        while True:
+            c = self.cycle
+            if consume:
+                # the transfers offered at this cycle happen now: same inputs, then the edge
+                offered = self._offered
+                consume = False
+            else:
+                if until is not None and c >= until:
+                    return "until", False
+                # offer due inputs
+                offered = []
+                for n, q in self._queues.items():
+                    if q and q[0][0] <= c:
+                        ctx.set(ports[n].valid, 1)
+                        ctx.set(Value.cast(ports[n].payload), q[0][1])
+                        offered.append(n)
+                    else:
+                        ctx.set(ports[n].valid, 0)
+                write_ready = c >= self._write_ready
+                ctx.set(dut.dma_write.ready, write_ready)
+                ctx.set(dut.now, c * self.cycle_ps // 1000)
+                # settled outputs: an offered transfer goes to the host first
+                if (ctx.get(dut.dma_read_req.valid) or ctx.get(dut.compute.valid)
+                        or ctx.get(dut.copy.valid)
+                        or (write_ready and ctx.get(dut.dma_write.valid))):
+                    self._values = {}
+                    for n in OUTPUT_STREAMS:
+                        self._values[f"{n}__valid"] = ctx.get(ports[n].valid)
+                        self._values[f"{n}__payload"] = ctx.get(Value.cast(ports[n].payload))
+                    self._values["dma_write__ready"] = write_ready
+                    self._offers = tuple(n for n in OUTPUT_STREAMS if self._values[f"{n}__valid"]
+                                         and (n != "dma_write" or write_ready))
+                    self._offered = offered
+                    return "transfer", True
+            idle = self.last_idle = ctx.get(dut.idle)
+            self.quiet = idle and not offered
+            taken = [n for n in offered if ctx.get(ports[n].ready)]
+            if idle and not offered:
+                due = [q[0][0] for q in self._queues.values() if q]
+                target = min(due) if due else None
+                if until is not None:
+                    target = until if target is None else min(target, until)
+                if target is None:
+                    return "idle", False
+                if self.jumps and target > c + 1:
+                    self.stats["jumps"] += 1
+                    self.stats["jumped_cycles"] += target - c - 1
+                    self.cycle = target - 1      # one idle edge brings us to the target
+            await ctx.tick()
+            self.stats["rtl_cycles"] += 1
+            self.cycle += 1
+            for n in taken:
+                self._queues[n].popleft()
+            busy = 0 if (offered or idle) else busy + 1
+            if busy > BUSY_CAP:
+                raise RuntimeError(f"the RTL stayed busy for {BUSY_CAP} cycles with nothing "
+                                   f"external happening (cycle {self.cycle})")

@@ -1,0 +1,293 @@
+"""Co-simulation: the FrontEnd RTL between a CPU thread and the device back end.
+
+One deterministic event queue (integer ps) holds everything outside the RTL: the CPU thread
+running the host program, doorbell MMIO writes in flight, host-memory writes becoming visible,
+kernels and copies on the engines. Inputs for the RTL are queued in the backend with the
+cycle they are due at (see ``backend.py``); the backend runs the clock until the RTL offers a
+transfer or the next event is due, and jumps over stretches where the RTL is idle
+(``jumps=False`` clocks every cycle instead: the timeline is the same).
+
+The CPU thread is a generator that yields what it waits for:
+
+- ``("cpu", ns)``: it computes for ``ns``;
+- ``("wait", predicate, why)``: it blocks until ``predicate()`` holds; the predicate is checked
+  whenever host memory or a channel's free space changes. If nothing can ever change it (the
+  event queue is empty and the RTL is idle), the run stops with :class:`Deadlock` naming
+  ``why``.
+"""
+
+import gc
+import sys
+from collections import deque, defaultdict
+
+from gpufe.rtl.frontend import FrontEnd
+from gpufe.rtl.layouts import (ChannelReg, CHANNEL_REGS, COPY_FLAG_DESCRIPTOR,
+                               LAUNCH_DESCRIPTOR_ALIGN)
+from gpufe.sim.cosim.backend import PysimBackend
+from gpufe.sim.cosim.engines import ComputeEngine, CopyEngines
+from gpufe.sim.cosim.events import EventQueue, ps
+from gpufe.sim.cosim.hostmem import HostMemory, BlockPool
+
+
+class Deadlock(RuntimeError):
+    pass
+
+
+#: "cupti": the program runs under CUPTI activity tracing (as the reference traces were
+#: taken), which costs CPU time in every API call and GPU time per stream kernel
+PROFILERS = ("off", "cupti")
+
+
+class CoSim:
+    def __init__(self, params, max_connections=None, *, vcd=None, jumps=True, backend="pysim",
+                 profiler="off"):
+        if profiler not in PROFILERS:
+            raise ValueError(f"profiler {profiler!r}: one of {', '.join(PROFILERS)}")
+        self.p = params
+        self.profiler = profiler
+        self.max_connections = max_connections or params.max_connections
+        self.cfg = params.frontend_config(self.max_connections)
+        self.dut = FrontEnd(self.cfg)
+        self.cycle_ps = ps(params.cycle_ns)
+        self.backend = make_backend(backend, self.dut, self.cycle_ps, jumps, vcd)
+        self._resp_offsets = self.backend.offsets("dma_read_resp")
+        self.backend.settings.update(params.frontend_settings(profiler == "cupti"))
+        self.ev = EventQueue()
+        self.mem = HostMemory()
+        self.compute = ComputeEngine(params, self.ev, self._kernel_done,
+                                     profiled=profiler == "cupti")
+        self.copies = CopyEngines(params, self.ev, self._copy_done)
+        self._resp_free_ps = 0            # DMA read data path busy until
+        # the link's latencies in ps, once (they are looked up at every transfer)
+        self._dma_write_ps = ps(params.dma_write_ns)
+        self._dma_read_ps = ps(params.dma_read_latency_ns)
+        self._visible_ps = ps(params.host_write_visible_ns)
+        self._dma_step_ps = max(self.cycle_ps, ps(4 / params.dma_read_bytes_per_ns))
+        self._mmio_due = 0                # cycle of the latest MMIO write queued
+        # launch descriptors (QMDs): taken by a launch, given back once its kernel is dispatched
+        self.descriptors = BlockPool(self.mem, LAUNCH_DESCRIPTOR_ALIGN, LAUNCH_DESCRIPTOR_ALIGN)
+        # what a dispatch refers to; an entry goes at its dispatch
+        self.launches = {}                # descriptor address -> (Kernel, record)
+        self.copy_jobs = {}               # dst address -> (Copy, record)
+        # graph nodes: (descriptor address, channel) -> (Kernel or Copy, record) per launch, in
+        # order: launches of one channel reach the walker in channel order, but a launch on
+        # another channel may overtake them (one blocked behind an acquire)
+        self.graph_launches = defaultdict(deque)
+        self.segment_ends = {}            # push-buffer byte address past a segment -> callback
+        # told of every kernel and copy dispatched and ended (a streamed timeline), or None
+        self.jobs = None
+        # CPU thread
+        self._cpu = None
+        self._cpu_wait = None
+        self.cpu_done = False
+        self.error = None
+        self.stats = {"doorbells": 0}
+
+    # -- time ---------------------------------------------------------------------------------
+
+    @property
+    def now_ns(self):
+        return self.ev.now // 1000
+
+    def _cycle_of(self, t_ps):
+        """The first RTL cycle at or after time ``t_ps``."""
+        return -(-t_ps // self.cycle_ps)
+
+    # -- KMD: MMIO -------------------------------------------------------------------------------
+
+    def mmio_write(self, address, data, delay_ns=None):
+        """A posted MMIO write; it reaches the register after ``mmio_write_ns`` (and after
+        every write posted before it)."""
+        d = self.p.mmio_write_ns if delay_ns is None else delay_ns
+        if address % CHANNEL_REGS == ChannelReg.GP_PUT.value:
+            self.stats["doorbells"] += 1
+        # queued now with the cycle it lands at (the backend jumps straight to it: one host
+        # round trip fewer than an event); posted writes arrive in order, never overtaking
+        self._mmio_due = max(self._cycle_of(self.ev.now + ps(d)), self._mmio_due)
+        self.backend.push("mmio", self._mmio_due, {"address": address, "data": data})
+
+    def _push(self, port, payload):
+        self.backend.push(port, self._cycle_of(self.ev.now), payload)
+
+    def channel_register(self, channel, reg):
+        return channel * CHANNEL_REGS + reg.value
+
+    # -- the CPU thread ---------------------------------------------------------------------------
+
+    def start_cpu(self, generator):
+        self._cpu = generator
+        self.ev.after(0, self._resume)
+
+    def _resume(self):
+        try:
+            while True:
+                req = next(self._cpu)
+                if req[0] == "cpu":
+                    if req[1] > 0:
+                        self.ev.after(ps(req[1]), self._resume)
+                        return
+                elif req[0] == "wait":
+                    _, pred, why = req
+                    if pred():
+                        continue
+                    self._cpu_wait = (pred, why)
+                    return
+                else:
+                    raise ValueError(f"CPU thread yielded {req!r}")
+        except StopIteration:
+            self.cpu_done = True
+
+    def poke_cpu(self):
+        """Something the CPU may be waiting for changed: re-check its wait."""
+        if self._cpu_wait and self._cpu_wait[0]():
+            self._cpu_wait = None
+            self.ev.after(0, self._resume)
+
+    def device_quiet(self):
+        """Nothing outside the CPU thread is due and the RTL was quiet at its last cycle: idle
+        and taking no input (``idle`` is settled before the edge, so a cycle that took an
+        input, such as a completion whose release wakes a parked channel, says nothing of the
+        state after it)."""
+        return (self.backend.quiet and self.ev.next_time() is None
+                and self.backend.queued() == 0)
+
+    # -- host memory writes from the device --------------------------------------------------------
+
+    def _host_write(self, address, data, wide):
+        self.mem.write64(address, data, wide)
+        self.poke_cpu()
+
+    # -- engines ---------------------------------------------------------------------------------
+
+    def _completion(self, port, key, release=None):
+        channel, seq, node, graph = key
+        done = {"channel": channel, "seq": seq, "node": node, "graph": graph}
+        if release is not None:
+            done.update(release=1, index=release[0], value=release[1])
+        self._push(port, done)
+
+    def _kernel_done(self, kernel):
+        self._completion("compute_done", kernel.key, kernel.release)
+        if self.jobs is not None:
+            self.jobs.done(kernel)
+
+    def _copy_done(self, copy):
+        self._completion("copy_done", copy.key)
+        if self.jobs is not None:
+            self.jobs.done(copy)
+
+    # -- the harness: called by the backend whenever it stops -------------------------------------
+
+    def _harness(self, backend, reason):
+        t = backend.cycle * self.cycle_ps
+        if reason == "transfer":
+            self.ev.now = max(self.ev.now, t)
+            self._transfers(backend, t)
+        elif reason == "idle":
+            if not self.cpu_done:
+                why = self._cpu_wait[1] if self._cpu_wait else "the CPU thread"
+                self.error = Deadlock(f"deadlock at {t // 1000} ns: {why} can never be "
+                                      f"satisfied (the GPU is idle and nothing else is due)")
+            return False
+        else:
+            self.ev.run_due(t)
+            if backend.jumps:
+                self._run_ahead(backend)
+        if self.error:
+            return False
+        nxt = self.ev.next_time()
+        return None if nxt is None else max(self._cycle_of(nxt), backend.cycle)
+
+    def _run_ahead(self, backend):
+        """While the RTL is quiet and has no input queued, its state cannot change: run the
+        events (engines, CPU) ahead of it, until one gives it an input, instead of stopping
+        it at every event (block placements come every few hundred picoseconds)."""
+        while backend.quiet and backend.queued() == 0 and not self.error:
+            nxt = self.ev.next_time()
+            if nxt is None:
+                return
+            self.ev.run_due(nxt)
+
+    def _transfers(self, b, t):
+        offers = b.offers()
+        if "dma_read_req" in offers:
+            self._dma_read(b.get("dma_read_req__payload"), t)
+        if "dma_write" in offers:
+            w = b.get("dma_write__payload")
+            b.write_ready_from(self._cycle_of(t + self._dma_write_ps))
+            self.ev.at(t + self._visible_ps, self._host_write,
+                       w.address, w.data, w.wide)
+        if "compute" in offers:
+            rec = b.get("compute__payload")
+            if rec.graph:
+                kernel, record = self.graph_launches[rec.descriptor, rec.channel].popleft()
+            else:
+                kernel, record = self.launches.pop(rec.descriptor)
+                record["_dispatched"] = t // 1000
+                self.descriptors.give(rec.descriptor)     # the front end is done with it
+            kernel.key = (rec.channel, rec.seq, rec.node, rec.graph)
+            if self.jobs is not None:
+                self.jobs.dispatched(kernel, record, self.ev.now // 1000)
+            self.compute.launch(kernel, graph=bool(rec.graph))
+        if "copy" in offers:
+            rec = b.get("copy__payload")
+            if rec.flags & COPY_FLAG_DESCRIPTOR:
+                job, record = self.graph_launches[rec.src, rec.channel].popleft()
+            else:
+                job, record = self.copy_jobs.pop(rec.dst)
+            job.key = (rec.channel, rec.seq, rec.node, rec.graph)
+            if self.jobs is not None:
+                self.jobs.dispatched(job, record, self.ev.now // 1000)
+            self.copies.launch(job)
+
+    def _dma_read(self, rq, t):
+        start = max(t + self._dma_read_ps, self._resp_free_ps)
+        step = self._dma_step_ps
+        error = not self.mem.mapped(rq.address, 4 * rq.count)
+        o = self._resp_offsets
+        fixed, shift = rq.tag << o["tag"] | int(error) << o["error"], o["data"]
+        words = [0] * rq.count if error else self.mem.read_dwords(rq.address, rq.count)
+        values = [fixed | d << shift for d in words]
+        values[-1] |= 1 << o["last"]
+        cps = self.cycle_ps                 # each word's cycle: _cycle_of, inlined
+        self.backend.push_packed("dma_read_resp",
+                                 [-(-(start + i * step) // cps) for i in range(rq.count)], values)
+        self._resp_free_ps = start + rq.count * step
+        end = rq.address + 4 * rq.count
+        cb = self.segment_ends.pop(end, None)
+        if cb is not None:
+            # the GPU has read the whole segment: its ring entry and buffer are free again
+            # once GP_GET is written back
+            self.ev.at(start + rq.count * step + self._visible_ps, cb)
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def run(self):
+        # The run allocates records, events and payloads by the million and frees them by
+        # reference counting; the cyclic collector's passes over the growing heap would find
+        # nothing, so it waits until the run ends.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self.backend.drive(self._harness)
+        finally:
+            if collecting:
+                gc.enable()
+        self.stats.update(self.backend.stats)
+        self.stats["jumped_ns"] = self.backend.stats["jumped_cycles"] * self.cycle_ps // 1000
+        if self.error:
+            raise self.error
+
+
+def make_backend(kind, dut, cycle_ps, jumps, vcd):
+    if kind == "pysim" or vcd:
+        return PysimBackend(dut, cycle_ps, jumps, vcd=vcd)
+    if kind == "compiled":
+        from gpufe.sim.cosim.compiled import CxxrtlBackend, BackendUnavailable
+        try:
+            return CxxrtlBackend(dut, cycle_ps, jumps)
+        except BackendUnavailable as e:
+            print(f"gpufe: compiled backend unavailable ({e}); using Amaranth's simulator",
+                  file=sys.stderr)
+            return PysimBackend(dut, cycle_ps, jumps)
+    raise ValueError(f"unknown backend {kind!r} (pysim or compiled)")

@@ -1,0 +1,147 @@
+"""Replay of profiler traces, and "what would CUDA graphs save" on the MLP traces."""
+
+import gzip
+import json
+
+import pytest
+
+from gpufe.sim.params import load
+from gpufe.sim.analysis.replay import count_steps, replay, step_summary, workload_from_trace
+from gpufe.sim.analysis.scenarios import HERE
+from gpufe.sim.analysis.traces import read_trace
+from gpufe.sim.host.workload import parse_workload
+
+REF = HERE / "h200"
+
+
+def test_eager_trace_becomes_a_workload_with_every_launch_in_order():
+    path = REF / "mlp_w256_d4_eager.json.gz"
+    records = read_trace(path)
+    w = parse_workload(workload_from_trace(records, load("h200")), "test")
+    launches = [op for op in w["program"] if op["op"] == "launch_kernel"]
+    kernels = sorted((r for r in records if r["kind"] == "kernel"), key=lambda r: r["start"])
+    assert len(launches) == len(kernels) == 520
+    assert [op["kernel"] for op in launches] == [k["name"][:40] for k in kernels]
+    assert count_steps(path, records) == 10
+    # CPU time between calls is kept
+    assert sum(op["ns"] for op in w["program"] if op["op"] == "host_sleep") > 10_000_000
+
+
+def test_as_graph_captures_the_launches_between_synchronisations():
+    records = read_trace(REF / "mlp_w256_d4_eager.json.gz")
+    w = parse_workload(workload_from_trace(records, load("h200"), as_graph=True), "test")
+    ops = [op["op"] for op in w["program"]]
+    assert ops.count("graph_launch") == ops.count("graph_instantiate") >= 1
+    assert "host_sleep" not in ops
+
+
+@pytest.mark.parametrize("model", ["mlp_w256_d4", "mlp_w1024_d8"])
+def test_as_graph_predicts_the_measured_graph_step_time(model):
+    measured = json.loads(gzip.decompress((REF / f"{model}_summary.json.gz").read_bytes()))
+    result, steps = replay(REF / f"{model}_eager.json.gz", load("h200"), as_graph=True)
+    got = step_summary(result, steps)
+    assert got["kernels"] == len([r for r in read_trace(REF / f"{model}_eager.json.gz")
+                                  if r["kind"] == "kernel"])
+    err = got["per_step_us"] / measured["graph_us_per_step"] - 1
+    assert abs(err) <= 0.15, (got, measured)
+
+
+# -- replays of bad traces: errors name the trace and the event, before anything runs ---------
+
+from gpufe.sim.analysis.replay import prepare                                       # noqa: E402
+from gpufe.sim.analysis.traces import TraceError                                    # noqa: E402
+from gpufe.sim.host.workload import WorkloadError                               # noqa: E402
+
+
+def kev(cat, name, ts, dur, **args):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
+
+
+def trace(tmp_path, events, name="t.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps({"traceEvents": events}))
+    return p
+
+
+def pair(corr, ts, dur=2.0, stream=7, call="cudaLaunchKernel", cat="cuda_runtime"):
+    return [kev(cat, call, ts, 1.0, correlation=corr),
+            kev("kernel", f"k{corr}", ts + 2, dur, correlation=corr, stream=stream,
+                grid=[1, 1, 1], block=[128, 1, 1])]
+
+
+def test_a_kernel_too_long_for_the_model_names_its_event(tmp_path):
+    p = trace(tmp_path, pair(1, 10.0) + pair(2, 20.0, dur=5e6))       # 5 s
+    with pytest.raises(TraceError, match=rf"^{p}: traceEvents\[3\]: kernel 'k2' runs 5 s"):
+        prepare(p, load("h200"))
+
+
+def test_cpu_time_too_long_for_a_sleep_names_the_call(tmp_path):
+    p = trace(tmp_path, pair(1, 10.0) + pair(2, 10.0 + 2e10))           # 20,000 s later
+    with pytest.raises(TraceError, match=rf"^{p}: traceEvents\[2\]: 2e\+04 s of CPU time"):
+        prepare(p, load("h200"))
+
+
+def test_a_copy_too_large_names_its_event(tmp_path):
+    events = pair(1, 10.0) + [kev("cuda_runtime", "cudaMemcpyAsync", 20.0, 1.0, correlation=2),
+                              kev("gpu_memcpy", "Memcpy HtoD", 22.0, 1.0, correlation=2,
+                                  stream=7, bytes=1 << 33)]
+    with pytest.raises(TraceError, match=r"traceEvents\[3\]: a copy of 8,589,934,592 bytes"):
+        prepare(trace(tmp_path, events), load("h200"))
+
+
+def test_zero_byte_copies_and_other_kinds_are_cpu_time(tmp_path):
+    events = pair(1, 10.0) + [kev("cuda_runtime", "cudaMemcpyAsync", 20.0, 1.0, correlation=2),
+                              kev("gpu_memcpy", "Memcpy HtoD", 22.0, 1.0, correlation=2,
+                                  stream=7, bytes=0)]
+    w, _ = prepare(trace(tmp_path, events), load("h200"))
+    assert [op["op"] for op in w["program"]].count("memcpy_async") == 0
+
+
+def test_a_runtime_and_a_driver_call_sharing_an_id_launch_the_kernel_once(tmp_path):
+    events = pair(1, 10.0) + [kev("cuda_driver", "cuLaunchKernel", 10.5, 0.2, correlation=1)]
+    w, _ = prepare(trace(tmp_path, events), load("h200"))
+    assert [op["op"] for op in w["program"]].count("launch_kernel") == 1
+
+
+def test_a_trace_of_graph_launches_only_says_so(tmp_path):
+    events = [kev("cuda_runtime", "cudaGraphLaunch", 10.0, 2.0, correlation=5),
+              kev("kernel", "a", 13.0, 5.0, correlation=5, stream=7),
+              kev("kernel", "b", 18.0, 5.0, correlation=5, stream=7)]
+    p = trace(tmp_path, events)
+    with pytest.raises(TraceError, match=rf"^{p}: nothing to replay.*its 1 graph launches are "
+                                         r"not replayed"):
+        prepare(p, load("h200"))
+
+
+def test_more_streams_than_syncpoints_is_said_before_the_run(tmp_path):
+    events = []
+    for i in range(5):
+        events += pair(i + 1, 10.0 * (i + 1), stream=100 + i)
+    p = trace(tmp_path, events)
+    with pytest.raises(WorkloadError, match=rf"^{p}: 5 streams; the model has 4 syncpoints"):
+        prepare(p, load("h200").with_overrides(syncpoints=4))
+
+
+def test_replay_ops_carry_their_trace_event(tmp_path):
+    p = trace(tmp_path, pair(1, 10.0) + pair(2, 20.0))
+    w, _ = prepare(p, load("h200"))
+    launches = [op for op in w["program"] if op["op"] == "launch_kernel"]
+    assert [op["_at"] for op in launches] == [f"{p}: traceEvents[1]", f"{p}: traceEvents[3]"]
+
+
+def test_as_graph_splits_segments_larger_than_the_graph_walker(tmp_path):
+    events = []
+    for i in range(7):
+        events += pair(i + 1, 10.0 * (i + 1))
+    params = load("h200")
+    from dataclasses import replace
+    cfg = params.frontend_config()
+    import sim.params as sp
+    orig = sp.Params.frontend_config
+    try:
+        sp.Params.frontend_config = lambda self, mc=None: replace(cfg, graph_nodes_max=3)
+        w, _ = prepare(trace(tmp_path, events), params, as_graph=True)
+    finally:
+        sp.Params.frontend_config = orig
+    ops = [op["op"] for op in w["program"]]
+    assert ops.count("graph_instantiate") == 3 and ops.count("launch_kernel") == 7
