@@ -33,13 +33,14 @@ from amaranth.lib.wiring import In, Out
 
 from gpufe.rtl.frontend import FrontEnd
 from gpufe.rtl.layouts import (ChannelReg, GlobalReg, GLOBAL_PAGE, CHANNEL_REGS, Method,
-                               launch_record_layout, copy_record_layout)
+                               launch_record_layout, copy_record_layout, HOST_MEMORY_BASE,
+                               DESCRIPTOR_ALIGN, LAUNCH_DESCRIPTOR_DWORDS)
 from gpufe.sim.cosim import hostmem
 from gpufe.sim.host.encode import (PushBuffer, gp_entry, syncpoint_address, launch_descriptor,
                                    encode_graph_node)
 
 #: Byte address of the on-chip host memory as the FrontEnd sees it.
-HOST_BASE = 0x1_0000_0000
+HOST_BASE = HOST_MEMORY_BASE
 #: GPFIFO entries per channel ring (one push segment each).
 RING_LOG2 = 2
 
@@ -84,10 +85,10 @@ def host_image(cfg, mem_words):
 
     put = memory.write_dwords
 
-    descriptor = alloc(8, align=64)       # 256-byte aligned, as SEND_PCAS_A needs
+    descriptor = alloc(LAUNCH_DESCRIPTOR_DWORDS, align=DESCRIPTOR_ALIGN // 4)
     put(descriptor, launch_descriptor(grid=(4, 1, 1), block=(128, 1, 1), block_ns=100))
     # a three-node fork graph: 0 -> 1, 0 -> 2 (edges follow the node records)
-    graph = alloc(3 * 4 + 2, align=64)
+    graph = alloc(3 * 4 + 2, align=DESCRIPTOR_ALIGN // 4)
     put(graph, encode_graph_node("kernel", 0, 2, 0, descriptor)
         + encode_graph_node("kernel", 1, 0, 2, descriptor)
         + encode_graph_node("kernel", 1, 0, 2, descriptor) + [1, 2])

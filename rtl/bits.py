@@ -4,12 +4,36 @@ A chain of ``Mux`` as long as the channel count is what a loop of ``m.If`` write
 and what an FPGA times worst: N levels of logic where log2(N) will do.
 """
 
-from amaranth import Cat, Const, Mux
+from amaranth import Cat, Const, Mux, Value
+
+__all__ = ["lowest_set"]
 
 
 def lowest_set(bits, idx_bits):
-    """Index of the lowest set bit of ``bits`` (0 when none is set), ``idx_bits`` wide;
-    log2(len(bits)) levels of 2:1 multiplexers."""
+    """Index of the lowest set bit of ``bits`` (0 when none is set), as a balanced tree.
+
+    Combinational: log2(len(bits)) levels of 2:1 multiplexers, where a chain of ``Mux`` would
+    take len(bits) levels.
+
+    Parameters
+    ----------
+    bits : Value
+        The bits to search.
+    idx_bits : int
+        Width of the result, at least 1; the index is truncated to it (``bits_for(len(bits))``
+        holds every index).
+
+    Returns
+    -------
+    Value
+        ``idx_bits`` wide: the index of the lowest set bit of ``bits``, or 0 when none is set.
+    """
+    if not isinstance(bits, Value):
+        raise TypeError(f"lowest_set: bits must be an Amaranth Value, not {bits!r}")
+    if not isinstance(idx_bits, int) or isinstance(idx_bits, bool):
+        raise TypeError(f"lowest_set: idx_bits must be an int, not {idx_bits!r}")
+    if idx_bits < 1:
+        raise ValueError(f"lowest_set: idx_bits must be at least 1, not {idx_bits}")
     items = [bits[i] for i in range(len(bits))]
     while len(items) & (len(items) - 1) or len(items) < 2:
         items.append(Const(0, 1))

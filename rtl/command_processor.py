@@ -1,26 +1,5 @@
-"""Command processor: picks a channel, decodes its methods, dispatches work.
-
-Arbitration: among channels with decodable work (data in the FIFO, or a method waiting to be
-replayed) that are not parked, blocked or in error, the highest priority level wins, round
-robin within a level. The CP re-arbitrates when the channel runs dry, after each dispatch, and
-after an acquire that parks it.
-
-Per-channel decode state (method address, remaining count, mode, subchannel, semaphore address
-and payload, launch descriptor and copy registers, dispatch sequence number) lives in a
-context memory; switching channels saves the current context and loads the next in one cycle,
-so a switch costs two cycles and a method may span any number of switches.
-
-A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
-graph walker like work to an engine; the graph's completion counts as its completion.
-
-Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
-FIFO read returns). A dispatch holds the CP until the engine takes the record. WFI holds the
-whole CP (every channel) until all dispatched work has completed.
-
-Errors: an illegal header, method, subchannel or semaphore operation, or a fetch fault
-reported by the fetcher, puts that channel in ERROR with a readable cause and raises the
-interrupt; the CP goes on with the other channels. MMIO STATE write 1 clears it.
-"""
+"""Command processor, picking a channel, decoding its methods, dispatching work:
+:class:`CommandProcessor`."""
 
 from amaranth import Module, Signal, Array, Mux, Cat
 from amaranth.lib import wiring, stream, data
@@ -28,6 +7,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .arbiter import PriorityRoundRobin
+from .config import FrontEndConfig
 from .fetcher import fault_layout
 from .layouts import (SecOp, MethodHeader, Method, Subchannel, SemOp, SemExecute, Reduction,
                       ChannelState, ErrorCause, CPState, HOST_METHOD_LIMIT, COMPUTE_METHODS,
@@ -35,8 +15,11 @@ from .layouts import (SecOp, MethodHeader, Method, Subchannel, SemOp, SemExecute
                       graph_launch_layout)
 from .syncpoint import release_layout, acquire_layout, ReleaseKind
 
+__all__ = ["CommandProcessor", "context_layout", "HOST_METHODS"]
+
 
 def context_layout(cfg):
+    """A channel's decode state, saved in the context memory while another channel runs."""
     return data.StructLayout({
         "method": 12, "count": 13, "mode": SecOp, "subchannel": 3,
         "sem_address": ADDR_BITS, "payload": 64,
@@ -45,13 +28,119 @@ def context_layout(cfg):
     })
 
 
+#: Host-class methods the command processor executes; any other address below
+#: ``HOST_METHOD_LIMIT`` is an illegal method.
 HOST_METHODS = (Method.NOP, Method.NON_STALL_INTERRUPT, Method.SEM_ADDR_LO, Method.SEM_ADDR_HI,
                 Method.SEM_PAYLOAD_LO, Method.SEM_PAYLOAD_HI, Method.SEM_EXECUTE, Method.WFI,
                 Method.GRAPH_TABLE_LO, Method.GRAPH_TABLE_HI, Method.GRAPH_LAUNCH)
 
 
 class CommandProcessor(wiring.Component):
+    """Command processor: picks a channel, decodes its methods, dispatches work.
+
+    Arbitration: among channels with decodable work (data in the FIFO, or a method waiting to
+    be replayed) that are not parked, blocked or in error, the highest priority level wins,
+    round robin within a level. The CP re-arbitrates when the channel runs dry, after each
+    dispatch, and after an acquire that parks it.
+
+    Per-channel decode state (method address, remaining count, mode, subchannel, semaphore
+    address and payload, launch descriptor and copy registers, dispatch sequence number) lives
+    in a context memory (:func:`context_layout`); switching channels saves the current context
+    and loads the next in one cycle, so a switch costs two cycles and a method may span any
+    number of switches.
+
+    A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
+    graph walker like work to an engine; the graph's completion counts as its completion.
+
+    Errors: an illegal header, method, subchannel or semaphore operation, or a fetch fault
+    reported by the fetcher (or a graph fault by the walker), puts that channel in ERROR with a
+    readable cause and raises the interrupt; the CP goes on with the other channels. MMIO STATE
+    write 1 clears it.
+
+    Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
+    FIFO read returns); a channel switch costs two cycles. A dispatch holds the CP until the
+    engine takes the record, which is offered the cycle after its method executes. WFI holds the
+    whole CP (every channel) until all dispatched work has completed.
+
+    Parameters
+    ----------
+    cfg : FrontEndConfig
+        Sizes: ``channels``, ``priority_levels`` (at least 1), ``seq_bits``, and the syncpoint
+        window (``syncpoints``, ``syncpoint_base``) that acquires and reductions must address.
+
+    Attributes
+    ----------
+    read_channel : Out(cfg.chan_bits)
+        The channel being decoded, whose FIFO partition is read.
+    read_pop : Out(1)
+        Pop a dword of ``read_channel``.
+    read_data : In(32)
+        The dword popped, a cycle after the pop.
+    nonempty : In(cfg.channels)
+        Channels with data in the FIFO.
+    priority : In(data.ArrayLayout(cfg.prio_bits, cfg.channels))
+        Priority of each channel, greater first.
+    release : Out(stream.Signature(release_layout(cfg)))
+        Valid for the cycle a semaphore release executes: to a syncpoint counter or to host
+        memory, with the channel's dispatch sequence number. Posted only while the channel's
+        ``release_busy`` is low; ``ready`` is not looked at.
+    acquire : Out(stream.Signature(acquire_layout(cfg)))
+        Valid for the cycle a semaphore acquire executes; the CP reads ``acquire_met`` in that
+        cycle. ``ready`` is not looked at.
+    acquire_met : In(1)
+        Whether the acquire on ``acquire``'s payload is met now (combinational).
+    parked : In(cfg.channels)
+        Channels parked on an unmet acquire: not decoded until woken.
+    release_busy : In(cfg.channels)
+        Channels whose release slot is taken: a further release waits (the channel is blocked).
+    release_stall : In(cfg.channels)
+        Channels held by a timestamp release being written: not decoded.
+    all_complete : In(1)
+        No dispatched work is in flight (ends a WFI).
+    dispatched : Out(stream.Signature(cfg.chan_bits))
+        Valid for the cycle a record is taken on ``compute``, ``copy`` or ``graph``: the
+        channel, whose work in flight goes up by one. ``ready`` is not looked at.
+    compute : Out(stream.Signature(launch_record_layout(cfg)))
+        Kernel launches: channel, sequence number, descriptor address. Held until taken.
+    copy : Out(stream.Signature(copy_record_layout(cfg)))
+        Copies: channel, sequence number, source, destination, length, flags. Held until taken.
+    graph : Out(stream.Signature(graph_launch_layout(cfg)))
+        Graph launches, to the graph walker. Held until taken.
+    fault : In(stream.Signature(fault_layout(cfg)))
+        Faults found by the fetcher: the channel goes to ERROR with the cause. Always ready.
+    graph_fault : In(stream.Signature(fault_layout(cfg)))
+        Faults found by the graph walker, likewise. Always ready.
+    clear_error : In(stream.Signature(cfg.chan_bits))
+        Clear this channel's error and forget its decode state (MMIO STATE write). Always
+        ready.
+    clear_interrupt : In(2)
+        Interrupt status bits to clear (write 1 to clear).
+    error_mask : Out(cfg.channels)
+        Channels in ERROR.
+    interrupt : Out(1)
+        Some interrupt status bit is set.
+    interrupt_status : Out(2)
+        Bit 0: a channel went to ERROR; bit 1: a NON_STALL_INTERRUPT method executed.
+    query_channel : In(cfg.chan_bits)
+        Channel whose state ``query_state`` reports.
+    query_state : Out(8)
+        ``ChannelState | ErrorCause << 4`` of ``query_channel``, combinationally.
+    state : Out(CPState)
+        State of the CP's FSM.
+    channel : Out(cfg.chan_bits)
+        The channel being decoded.
+    quiescent : Out(1)
+        Nothing to arbitrate for, or waiting in WFI for completions: only an input can change
+        anything.
+    """
+
     def __init__(self, cfg):
+        if not isinstance(cfg, FrontEndConfig):
+            raise TypeError(f"CommandProcessor: cfg must be a FrontEndConfig, "
+                            f"not {type(cfg).__name__}")
+        if cfg.priority_levels < 1:
+            raise ValueError(f"CommandProcessor: cfg.priority_levels must be at least 1, "
+                             f"not {cfg.priority_levels}")
         self.cfg = cfg
         n, cb = cfg.channels, cfg.chan_bits
         super().__init__({

@@ -1,10 +1,18 @@
 """Sizes of the front end: the one object every RTL block is built from.
 
-A :class:`FrontEndConfig` is part of the parameter set (``sim/params``, later) and flows
-unchanged into each block's constructor, so a size is never written in two places.
+A :class:`FrontEndConfig` flows unchanged into each block's constructor, so a size is never
+written in two places. A simulation's config comes from its parameter set alone
+(``gpufe.sim.params.Params.frontend_config``): the sizes that are parameters (channels,
+from ``max_connections``; ``fifo_depth``, ``slot_words``, ``gp_entries_log2_max``, from
+``gpfifo_entries``; ``syncpoints``, ``dma_burst``) are all given there, never taken from the
+defaults below. The defaults are the front end built on its own, without a parameter set:
+FPGA synthesis (``gpufe synth``, docs/fpga.md) and ``gpufe demo``; the other fields are RTL
+constants, the same in every build.
 """
 
 from dataclasses import dataclass, asdict
+
+__all__ = ["FrontEndConfig", "SMALL", "bits_for"]
 
 
 def bits_for(n):
@@ -14,6 +22,9 @@ def bits_for(n):
 
 @dataclass(frozen=True)
 class FrontEndConfig:
+    """Every size of the front end; ``__post_init__`` rejects sizes it cannot be built
+    with. Defaults: the front end on its own (see the module's docstring)."""
+
     #: Number of hardware channels (doorbells, FIFO partitions, CP contexts).
     channels: int = 32
     #: Words (32-bit dwords) of the shared FIFO SRAM.

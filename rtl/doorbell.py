@@ -1,24 +1,85 @@
-"""Doorbell register file: the MMIO face of the channels.
-
-One register block per channel (GP_PUT doorbell, GP_GET, GPFIFO base and size, priority,
-state) and a global page (status, error mask, interrupt). A write takes effect on the next
-clock edge; reads are combinational. ``pending`` has a bit per channel whose GP_PUT differs
-from its GP_GET: new GPFIFO entries the fetcher has not read yet.
-
-A write to a channel that does not exist, a GP_PUT outside the channel's ring, or a ring size
-out of range sets a bit in STATUS (with the offending address) and changes nothing else.
-"""
+"""Doorbell register file, the MMIO face of the channels: :class:`DoorbellRegisterFile`."""
 
 from amaranth import Module, Signal, Const, Array
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
+from .config import FrontEndConfig
 from .layouts import (MmioWrite, ChannelReg, GlobalReg, GLOBAL_PAGE, ADDR_BITS,
                       STATUS_BAD_CHANNEL, STATUS_BAD_PUT, STATUS_BAD_VALUE)
 
+__all__ = ["DoorbellRegisterFile"]
+
 
 class DoorbellRegisterFile(wiring.Component):
+    """Doorbell register file: the MMIO face of the channels.
+
+    One register block per channel (GP_PUT doorbell, GP_GET, GPFIFO base and size, priority,
+    state) and a global page (status, error mask, interrupt); the map is
+    :class:`~gpufe.rtl.layouts.ChannelReg` and :class:`~gpufe.rtl.layouts.GlobalReg`.
+    ``pending`` has a bit per channel whose GP_PUT differs from its GP_GET: new GPFIFO entries
+    the fetcher has not read yet.
+
+    A write to a channel that does not exist, a GP_PUT outside the channel's ring, or a ring
+    size out of range sets a bit in STATUS (with the offending address) and changes nothing
+    else. Writing GPFIFO_ENTRIES_LOG2 empties the ring (GP_PUT = GP_GET = 0); writing 1 to STATE
+    clears the channel's error and drops what its ring still holds (GP_GET = GP_PUT).
+
+    Timing: one MMIO write a cycle, taking effect at the clock edge that takes it (``pending``
+    shows a doorbell the cycle after); reads are combinational.
+
+    Parameters
+    ----------
+    cfg : FrontEndConfig
+        Sizes: ``channels``, ``gp_entries_log2_max`` (largest ring, and the size after reset),
+        ``priority_levels``.
+
+    Attributes
+    ----------
+    mmio : In(stream.Signature(MmioWrite))
+        Register writes: dword ``address`` and 32-bit ``data``. Always ready.
+    read_address : In(16)
+        Dword address of the register read.
+    read_data : Out(32)
+        The register at ``read_address``, combinationally; 0 for an address that maps nothing.
+    read_channel : Out(cfg.chan_bits)
+        The channel ``read_address`` selects (its bits 3 and up), for the command processor to
+        answer with ``read_state``.
+    read_state : In(8)
+        State word of ``read_channel`` (``ChannelState | ErrorCause << 4``), returned by a
+        STATE read.
+    error_mask : In(cfg.channels)
+        Channels in error, from the command processor; returned by an ERROR_MASK read.
+    interrupt_status : In(2)
+        Interrupt status bits from the command processor; returned by an INTERRUPT read.
+    pending : Out(cfg.channels)
+        Channels whose GP_PUT differs from their GP_GET.
+    gp_get : Out(data.ArrayLayout(cfg.gp_bits, cfg.channels))
+        GP_GET of each channel: the next GPFIFO entry to read.
+    gp_base : Out(data.ArrayLayout(ADDR_BITS, cfg.channels))
+        Byte address of each channel's GPFIFO ring (8-byte aligned).
+    gp_entries_log2 : Out(data.ArrayLayout(5, cfg.channels))
+        log2 of each channel's ring size in entries.
+    advance : In(stream.Signature(cfg.chan_bits))
+        The fetcher has read one GPFIFO entry of this channel: its GP_GET steps by one,
+        wrapping at the ring size. Always ready.
+    priority : Out(data.ArrayLayout(cfg.prio_bits, cfg.channels))
+        PRIORITY register of each channel.
+    clear_error : Out(stream.Signature(cfg.chan_bits))
+        Valid for the cycle of a STATE write with bit 0 set: the channel whose error is
+        cleared. ``ready`` is not looked at.
+    clear_interrupt : Out(2)
+        The bits written to INTERRUPT during the cycle of that write (write 1 to clear), else 0.
+    status : Out(32)
+        The STATUS register: bits 2:0 ``STATUS_BAD_CHANNEL``, ``STATUS_BAD_PUT``,
+        ``STATUS_BAD_VALUE`` (a STATUS write of 1s clears them); bits 31:16 the address of the
+        last refused write.
+    """
+
     def __init__(self, cfg):
+        if not isinstance(cfg, FrontEndConfig):
+            raise TypeError(f"DoorbellRegisterFile: cfg must be a FrontEndConfig, "
+                            f"not {type(cfg).__name__}")
         self.cfg = cfg
         n, cb = cfg.channels, cfg.chan_bits
         super().__init__({

@@ -1,33 +1,96 @@
-"""DMA fetcher: pulls GPFIFO entries and push-buffer segments from host memory into the FIFO.
-
-Channels with work (a pending doorbell, or the rest of a segment and room in their partition)
-are served round robin, one DMA read per grant, at most one read in flight per channel and one
-per channel in the system (several in flight in all; the tag is the channel). A GPFIFO entry is
-read as 2 dwords at ``gp_base + 8 * gp_get``; a segment is read in bursts of at most
-``dma_burst`` dwords and never more than the partition's free space, which is reserved in the
-FIFO on the cycle the request is issued, so data is never dropped, overflowed or reordered.
-
-Port contract (``dma_req`` / ``dma_resp``): a request is taken on valid & ready; the response
-for it returns exactly ``count`` dwords tagged with the request's tag, in address order, the
-last one flagged ``last``. ``error`` on any dword (an unmapped address) faults the channel;
-the dwords still arrive so that the space reserved for them is released.
-"""
+"""DMA fetcher, GPFIFO entries and push-buffer segments from host memory into the FIFO:
+:class:`DmaFetcher`."""
 
 from amaranth import Module, Signal, Array, Mux
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
 from .arbiter import PriorityRoundRobin
+from .config import FrontEndConfig
 from .layouts import (dma_read_request_layout, dma_read_response_layout, GPEntry, GPControl,
                       ErrorCause, ADDR_BITS)
 
+__all__ = ["DmaFetcher", "fault_layout"]
+
 
 def fault_layout(cfg):
+    """A channel's fault: the ``channel`` and its :class:`~gpufe.rtl.layouts.ErrorCause`."""
     return data.StructLayout({"channel": cfg.chan_bits, "cause": ErrorCause})
 
 
 class DmaFetcher(wiring.Component):
+    """DMA fetcher: pulls GPFIFO entries and push-buffer segments from host memory into the
+    FIFO.
+
+    Channels with work (a pending doorbell, or the rest of a segment and room in their
+    partition) are served round robin, one DMA read per grant, at most one read in flight per
+    channel (several in flight in all; the tag is the channel). A GPFIFO entry is read as 2
+    dwords at ``gp_base + 8 * gp_get``; a segment is read in bursts of at most ``dma_burst``
+    dwords and never more than the partition's free space, which is reserved in the FIFO on the
+    cycle the request is issued, so data is never dropped, overflowed or reordered.
+
+    Port contract (``dma_req`` / ``dma_resp``): a request is taken on valid & ready; the
+    response for it returns exactly ``count`` dwords tagged with the request's tag, in address
+    order, the last one flagged ``last``. ``error`` on any dword (an unmapped address) faults
+    the channel; the dwords still arrive so that the space reserved for them is released.
+
+    Timing: a request is registered: it is offered the cycle after its channel becomes eligible
+    (a doorbell shows in ``pending``, or room opens in its partition), and a new one can be
+    loaded on the cycle the previous one is taken, so one request a cycle. Response dwords go
+    to the FIFO combinationally, one a cycle; a channel is eligible again the cycle after the
+    last dword of its read.
+
+    Parameters
+    ----------
+    cfg : FrontEndConfig
+        Sizes: ``channels``, ``dma_burst``, the widths of GP_GET and of FIFO levels.
+
+    Attributes
+    ----------
+    pending : In(cfg.channels)
+        Channels with GPFIFO entries not read yet (the doorbells' GP_PUT != GP_GET).
+    gp_get : In(data.ArrayLayout(cfg.gp_bits, cfg.channels))
+        Each channel's GP_GET: the entry to read next.
+    gp_base : In(data.ArrayLayout(ADDR_BITS, cfg.channels))
+        Byte address of each channel's GPFIFO ring.
+    advance : Out(stream.Signature(cfg.chan_bits))
+        Valid for one cycle, with the last dword of a GPFIFO entry: that channel's GP_GET steps
+        by one. ``ready`` is not looked at.
+    free : In(data.ArrayLayout(cfg.level_bits, cfg.channels))
+        Dwords each channel's FIFO partition can still take, net of what is reserved.
+    reserve : Out(stream.Signature(data.StructLayout))
+        ``{"channel": cfg.chan_bits, "count": cfg.burst_bits}``, valid for the cycle a segment
+        read is loaded: ``count`` dwords of ``channel``'s partition are reserved for its data.
+        ``ready`` is not looked at.
+    fifo_write : Out(stream.Signature(data.StructLayout))
+        ``{"channel": cfg.chan_bits, "data": 32}``: one push-buffer dword into its channel's
+        partition, in the cycle it arrives on ``dma_resp``. ``ready`` is not looked at (the
+        space was reserved).
+    want : Out(cfg.channels)
+        Channels that have or expect FIFO data (a pending doorbell, a segment not fully read, or
+        a read in flight) and are not halted: the FIFO keeps a partition for them.
+    halt : In(cfg.channels)
+        Channels in error: not fetched from, and wanting no partition.
+    drop : In(stream.Signature(cfg.chan_bits))
+        Forget the rest of this channel's segment (its error is being cleared). Always ready.
+    dma_req : Out(stream.Signature(dma_read_request_layout(cfg, cfg.chan_bits)))
+        DMA reads of host memory: byte ``address``, ``count`` dwords, ``tag`` = the channel.
+        Held until taken.
+    dma_resp : In(stream.Signature(dma_read_response_layout(cfg, cfg.chan_bits)))
+        The dwords read, as the port contract above says. Always ready.
+    fault : Out(stream.Signature(fault_layout(cfg)))
+        Valid for one cycle: a DMA error on the channel's read (``FETCH_FAULT``) or an illegal
+        GPFIFO control entry (``GP_ENTRY``). ``ready`` is not looked at.
+    in_flight : Out(cfg.channels)
+        Channels with a DMA read outstanding.
+    quiescent : Out(1)
+        No request waiting to be taken and no channel eligible: only a DMA response or a new
+        input can change anything.
+    """
+
     def __init__(self, cfg):
+        if not isinstance(cfg, FrontEndConfig):
+            raise TypeError(f"DmaFetcher: cfg must be a FrontEndConfig, not {type(cfg).__name__}")
         self.cfg = cfg
         n, cb = cfg.channels, cfg.chan_bits
         super().__init__({

@@ -1,26 +1,4 @@
-"""Partitioned FIFO SRAM: one memory of ``fifo_depth`` dwords shared by the active channels.
-
-The memory is cut into slots of ``slot_words`` dwords; each active channel owns a ring on a run
-of contiguous slots, described by its partition-table entry (base slot, slots, read and write
-offsets, level, reserved). Writes come from the fetcher into space it reserved beforehand, so a
-partition never overflows; the command processor pops one dword a cycle and gets it on the
-next cycle (synchronous read port, block RAM friendly).
-
-Repartitioning (the allocator FSM) keeps one invariant: the slots held by active channels
-never exceed ``n_slots - (channels - active)``, so a channel that becomes active always finds a
-free slot at once, whatever the others hold (a channel parked with data cannot starve it).
-Shares are the largest power of two that fits ``budget / active``. A partition is only moved
-or resized when it is drained (empty, nothing reserved), so no data is lost or reordered:
-newcomers take a run at once (at least one slot), channels above their share stop taking data
-until they drain and then shrink, channels below it grow when they drain, and a channel that no longer wants space gives
-its slots back when another channel needs them. A search scans one slot per cycle.
-
-For timing, nothing on the allocator's decision path is wider than it must be: the active
-count is a counter kept in step with the table (not a population count), the shares are
-tables indexed by it, candidates are picked by balanced priority encoders, and the used-slot
-mask takes each decision's run masks one cycle later (nothing reads the mask in that cycle: a
-search starts at the earliest in the cycle after).
-"""
+"""Partitioned FIFO SRAM, one memory shared by the active channels: :class:`PartitionedFifo`."""
 
 from amaranth import Module, Signal, Array, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data, enum
@@ -28,16 +6,97 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .bits import lowest_set
+from .config import FrontEndConfig
+
+__all__ = ["PartitionedFifo", "AllocState"]
 
 
 class AllocState(enum.Enum, shape=2):
+    """State of the partition allocator."""
     IDLE = 0
     SCAN = 1
     COMMIT = 2
 
 
 class PartitionedFifo(wiring.Component):
+    """Partitioned FIFO SRAM: one memory of ``fifo_depth`` dwords shared by the active channels.
+
+    The memory is cut into slots of ``slot_words`` dwords; each active channel owns a ring on a
+    run of contiguous slots, described by its partition-table entry (base slot, slots, read and
+    write offsets, level, reserved). Writes come from the fetcher into space it reserved
+    beforehand, so a partition never overflows; the command processor pops one dword a cycle
+    and gets it on the next cycle (synchronous read port, block RAM friendly).
+
+    Repartitioning (the allocator FSM) keeps one invariant: the slots held by active channels
+    never exceed ``n_slots - (channels - active)``, so a channel that becomes active always
+    finds a free slot at once, whatever the others hold (a channel parked with data cannot
+    starve it). Shares are the largest power of two that fits ``budget / active``. A partition
+    is only moved or resized when it is drained (empty, nothing reserved), so no data is lost or
+    reordered: newcomers take a run at once (at least one slot), channels above their share stop
+    taking data until they drain and then shrink, channels below it grow when they drain, and a
+    channel that no longer wants space gives its slots back when another channel needs them. A
+    search scans one slot per cycle.
+
+    For timing, nothing on the allocator's decision path is wider than it must be: the active
+    count is a counter kept in step with the table (not a population count), the shares are
+    tables indexed by it, candidates are picked by balanced priority encoders, and the
+    used-slot mask takes each decision's run masks one cycle later (nothing reads the mask in
+    that cycle: a search starts at the earliest in the cycle after).
+
+    Timing: one write and one pop a cycle; a written dword can be popped from the cycle after
+    its write, and a popped dword is on ``read_data`` the cycle after the pop. An allocation
+    or a resize takes at most ``n_slots + 2`` cycles (decision, one slot scanned a cycle,
+    commit).
+
+    Parameters
+    ----------
+    cfg : FrontEndConfig
+        Sizes: ``channels``, ``fifo_depth``, ``slot_words``, ``dma_burst``.
+
+    Attributes
+    ----------
+    write : In(stream.Signature(data.StructLayout))
+        ``{"channel": cfg.chan_bits, "data": 32}``: one dword into the channel's partition,
+        into space reserved beforehand; dropped while the channel is discarded. Always ready.
+    reserve : In(stream.Signature(data.StructLayout))
+        ``{"channel": cfg.chan_bits, "count": cfg.burst_bits}``: reserve ``count`` dwords of the
+        channel's free space for writes to come (at most its ``free``). Always ready.
+    want : In(cfg.channels)
+        Channels that want a partition (to keep, or to get one).
+    discard : In(cfg.channels)
+        Channels whose data is thrown away (in error): while high, the channel's writes are
+        dropped, its level and read offset are reset at each clock edge, and ``nonempty`` is
+        low.
+    read_channel : In(cfg.chan_bits)
+        The channel read from.
+    read_pop : In(1)
+        Pop the dword at the head of ``read_channel``'s partition.
+    read_data : Out(32)
+        The dword at the head of the partition ``read_channel`` selected in the previous cycle
+        (synchronous read port): after a pop, the dword popped.
+    free : Out(data.ArrayLayout(cfg.level_bits, cfg.channels))
+        Dwords each channel can still reserve: its capacity less its level and reservations;
+        0 while its partition is being resized, or while it holds more than its share.
+    nonempty : Out(cfg.channels)
+        Channels with data to pop.
+    partition_base : Out(data.ArrayLayout(cfg.slot_bits, cfg.channels))
+        First slot of each channel's partition.
+    partition_slots : Out(data.ArrayLayout(cfg.nslot_bits, cfg.channels))
+        Slots in each channel's partition; 0 for a channel without one.
+    level : Out(data.ArrayLayout(cfg.level_bits, cfg.channels))
+        Dwords each channel holds.
+    active_count : Out(cfg.chan_bits + 1)
+        Channels holding a partition.
+    alloc_state : Out(AllocState)
+        State of the allocator.
+    quiescent : Out(1)
+        The allocator is idle with nothing to allocate or resize.
+    """
+
     def __init__(self, cfg):
+        if not isinstance(cfg, FrontEndConfig):
+            raise TypeError(f"PartitionedFifo: cfg must be a FrontEndConfig, "
+                            f"not {type(cfg).__name__}")
         self.cfg = cfg
         n, cb = cfg.channels, cfg.chan_bits
         super().__init__({

@@ -1,19 +1,5 @@
-"""FrontEnd: the device front end, doorbells to engine dispatch, as one component.
-
-    MMIO --> DoorbellRegisterFile --pending--> DmaFetcher <--DMA read--> host memory
-                                                   | reserve / write
-                                                   v
-                        SyncpointUnit <--> CommandProcessor <-- PartitionedFifo
-                              |                    |
-                       DMA write (sems)    compute / copy dispatch, completions
-
-A graph launch goes from the CP to the GraphWalker, which loads the graph's table over the
-same DMA read port and dispatches its nodes through the same engine ports.
-
-``idle`` is high when no block can change state without an external input and no output is
-waiting to be taken: a harness may then jump time to its next external event. ``now`` is the
-current time in ns, written by timestamp releases.
-"""
+"""FrontEnd, the device front end from doorbells to engine dispatch as one component:
+:class:`FrontEnd`."""
 
 from amaranth import Module, Mux
 from amaranth.lib import wiring, stream
@@ -30,10 +16,99 @@ from .syncpoint import SyncpointUnit
 from .graph_walker import GraphWalker
 from .stream_mux import StreamMux
 
+__all__ = ["FrontEnd"]
+
 
 class FrontEnd(wiring.Component):
+    """FrontEnd: the device front end, doorbells to engine dispatch, as one component.
+
+    ::
+
+        MMIO --> DoorbellRegisterFile --pending--> DmaFetcher <--DMA read--> host memory
+                                                       | reserve / write
+                                                       v
+                            SyncpointUnit <--> CommandProcessor <-- PartitionedFifo
+                                  |                    |
+                           DMA write (sems)    compute / copy dispatch, completions
+
+    A graph launch goes from the CP to the GraphWalker, which loads the graph's table over the
+    same DMA read port and dispatches its nodes through the same engine ports.
+
+    ``idle`` is high when no block can change state without an external input and no output is
+    waiting to be taken: a harness may then jump time to its next external event. ``now`` is
+    the current time in ns, written by timestamp releases. The blocks are built in the
+    constructor, so that tests and waveforms can reach their ports.
+
+    Timing: a doorbell's first DMA read is offered two cycles after its MMIO write is (the write
+    takes effect at one clock edge, the fetcher loads the request at the next); the CP decodes
+    one push-buffer dword every two cycles; each block's own timing is in its documentation.
+
+    Parameters
+    ----------
+    cfg : FrontEndConfig or None
+        Sizes of every block; ``None`` for ``FrontEndConfig()``.
+
+    Attributes
+    ----------
+    mmio : In(stream.Signature(MmioWrite))
+        Register writes (doorbells, ring setup, priorities, error and interrupt clears; the map
+        is :class:`~gpufe.rtl.layouts.ChannelReg` and :class:`~gpufe.rtl.layouts.GlobalReg`).
+        Always ready.
+    mmio_read_address : In(16)
+        Dword address of a register read.
+    mmio_read_data : Out(32)
+        The register at ``mmio_read_address``, combinationally.
+    dma_read_req : Out(stream.Signature(dma_read_request_layout(cfg)))
+        Reads of host memory: GPFIFO entries and push-buffer segments (``tag`` = the channel)
+        and graph tables (``tag`` = ``1 << cfg.chan_bits``), taking turns. Held until taken.
+    dma_read_resp : In(stream.Signature(dma_read_response_layout(cfg)))
+        The dwords read, as :class:`~gpufe.rtl.fetcher.DmaFetcher`'s port contract says, routed
+        by the tag. Always ready.
+    dma_write : Out(stream.Signature(DmaWrite))
+        Semaphore releases and timestamps to host memory. Held until taken.
+    compute : Out(stream.Signature(launch_record_layout(cfg)))
+        Kernel launches, from the CP and the graph walker (``graph`` set), taking turns. Held
+        until taken.
+    copy : Out(stream.Signature(copy_record_layout(cfg)))
+        Copies, likewise.
+    compute_done : In(stream.Signature(completion_layout(cfg)))
+        Completions of kernels, echoing the launch record's channel, ``seq``, ``node`` and
+        ``graph``. Ready, except for a graph node's completion while the walker's completion
+        queue is full.
+    copy_done : In(stream.Signature(completion_layout(cfg)))
+        Completions of copies, likewise; a graph node's copy completion also waits while a graph
+        node's kernel completion is offered on ``compute_done``.
+    irq : Out(1)
+        Interrupt: a channel went to ERROR, or a NON_STALL_INTERRUPT method executed.
+    idle : Out(1)
+        Only an external input can change anything.
+    now : In(64)
+        The current time in ns.
+    acquire_retry : In(16)
+        Cycles from a syncpoint counter change to the re-check of parked channels.
+    timestamp_hold : In(16)
+        Cycles a timestamp release holds its channel after its last write is taken.
+    doorbell : DoorbellRegisterFile
+        The MMIO registers.
+    fetcher : DmaFetcher
+        The DMA fetcher.
+    fifo : PartitionedFifo
+        The FIFO SRAM.
+    cp : CommandProcessor
+        The command processor.
+    syncpoint : SyncpointUnit
+        The syncpoint unit.
+    walker : GraphWalker
+        The graph walker.
+    """
+
     def __init__(self, cfg=None):
-        self.cfg = cfg = cfg or FrontEndConfig()
+        if cfg is None:
+            cfg = FrontEndConfig()
+        if not isinstance(cfg, FrontEndConfig):
+            raise TypeError(f"FrontEnd: cfg must be a FrontEndConfig or None, "
+                            f"not {type(cfg).__name__}")
+        self.cfg = cfg
         super().__init__({
             "mmio": In(stream.Signature(MmioWrite)),
             "mmio_read_address": In(16),

@@ -1,22 +1,5 @@
-"""Graph walker: runs an instantiated CUDA graph in the front end, without the host.
-
-A graph launch from the CP names a node table in device-visible memory (``GraphNode``
-records, then the edge list; see ``rtl/layouts.py``). The walker loads the table by DMA into
-on-chip node and edge memories (skipped when the same table is already loaded: a replay costs
-no fetch), queues the root nodes, and from then on:
-
-- dispatch: pops a ready node, reads its entry, offers a compute (or copy) record tagged
-  ``graph`` with the node index; at most ``graph_inflight_max`` nodes are out at once;
-- completion: for a completed node, walks its successors, one edge every three cycles,
-  decrementing each one's pending-predecessor count; a successor whose count reaches zero is
-  ready. Pending counts carry the launch's epoch, so a new launch needs no reset pass.
-
-When every node has completed the walker reports the launch's own completion (channel, seq),
-which releases whatever the channel posted behind the graph. Graph launches queue
-(``graph_queue``) and run one at a time.
-
-Timing: completion of a node to dispatch of a successor takes about six cycles.
-"""
+"""Graph walker, running an instantiated CUDA graph in the front end without the host:
+:class:`GraphWalker`."""
 
 from amaranth import Module, Signal, Mux
 from amaranth.lib import wiring, stream, data, enum
@@ -24,14 +7,18 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .config import FrontEndConfig
 from .layouts import (GraphNode, GraphNodeKind, GRAPH_NODE_DWORDS, COPY_FLAG_DESCRIPTOR,
                       ErrorCause, ADDR_BITS, dma_read_request_layout, dma_read_response_layout,
                       launch_record_layout, copy_record_layout, completion_layout,
                       graph_launch_layout)
 from .fetcher import fault_layout
 
+__all__ = ["GraphWalker", "WalkerState", "CompletionState", "node_entry_layout"]
+
 
 class WalkerState(enum.Enum, shape=3):
+    """State of the walker: loading a table, queueing its roots, running, reporting."""
     IDLE = 0
     LOAD_NODES = 1
     LOAD_EDGES = 2
@@ -41,6 +28,7 @@ class WalkerState(enum.Enum, shape=3):
 
 
 class CompletionState(enum.Enum, shape=3):
+    """State of the completion path: reading a completed node, then walking its edges."""
     IDLE = 0
     NODE = 1
     EDGE_ADDR = 2
@@ -49,12 +37,80 @@ class CompletionState(enum.Enum, shape=3):
 
 
 def node_entry_layout(cfg):
+    """A node as the walker holds it on chip (a :class:`~gpufe.rtl.layouts.GraphNode` without
+    its padding; the successor index narrowed to ``cfg.edge_bits``)."""
     return data.StructLayout({"kind": GraphNodeKind, "pred_count": 14, "succ_count": 16,
                               "succ_first": cfg.edge_bits, "descriptor": 32})
 
 
 class GraphWalker(wiring.Component):
+    """Graph walker: runs an instantiated CUDA graph in the front end, without the host.
+
+    A graph launch from the CP names a node table in device-visible memory
+    (:class:`~gpufe.rtl.layouts.GraphNode` records, then the edge list). The walker loads the
+    table by DMA into on-chip node and edge memories (skipped when the same table is already
+    loaded: a replay costs no fetch), queues the root nodes, and from then on:
+
+    - dispatch: pops a ready node, reads its entry, offers a compute (or copy) record tagged
+      ``graph`` with the node index; at most ``graph_inflight_max`` nodes are out at once;
+    - completion: for a completed node, walks its successors, one edge every three cycles,
+      decrementing each one's pending-predecessor count; a successor whose count reaches zero
+      is ready. Pending counts carry the launch's epoch, so a new launch needs no reset pass.
+
+    When every node has completed the walker reports the launch's own completion (channel,
+    seq), which releases whatever the channel posted behind the graph. Graph launches queue
+    (``graph_queue``) and run one at a time. A launch of 0 nodes completes at once. One of more
+    than ``graph_nodes_max`` nodes, a DMA error on its table, or a last node whose successors
+    run past ``graph_edges_max`` faults the channel (``ErrorCause.GRAPH``) and completes the
+    launch.
+
+    Timing: completion of a node to dispatch of a successor takes about six cycles; at most one
+    node is dispatched every three cycles. The table loads with one DMA read of up to
+    ``dma_burst`` dwords in flight at a time.
+
+    Parameters
+    ----------
+    cfg : FrontEndConfig
+        Sizes: ``graph_nodes_max``, ``graph_edges_max``, ``graph_inflight_max`` and
+        ``graph_queue`` (each at least 1), ``dma_burst``, and the record widths.
+
+    Attributes
+    ----------
+    launch : In(stream.Signature(graph_launch_layout(cfg)))
+        Graph launches from the CP: channel, sequence number, table address, node count. Ready
+        while the launch queue has room.
+    dma_req : Out(stream.Signature(dma_read_request_layout(cfg, 1)))
+        DMA reads of the node table, ``tag`` 1. Held until taken.
+    dma_resp : In(stream.Signature(dma_read_response_layout(cfg, 1)))
+        The dwords read, as :class:`~gpufe.rtl.fetcher.DmaFetcher`'s port contract says.
+        Always ready.
+    compute : Out(stream.Signature(launch_record_layout(cfg)))
+        Kernel nodes: the launch's channel and sequence number, ``graph`` set, ``node`` the
+        node's index, the node's launch descriptor. Held until taken.
+    copy : Out(stream.Signature(copy_record_layout(cfg)))
+        Copy nodes, likewise, with ``src`` the copy descriptor's address and ``flags``
+        ``COPY_FLAG_DESCRIPTOR``. Held until taken.
+    node_done : In(stream.Signature(completion_layout(cfg)))
+        Completions of graph nodes (``node`` is looked at). Ready while the completion queue
+        (``graph_inflight_max`` deep) has room.
+    graph_done : Out(stream.Signature(completion_layout(cfg)))
+        The launch's completion (channel, sequence number), once every node completed. Held
+        until taken.
+    fault : Out(stream.Signature(fault_layout(cfg)))
+        Valid for one cycle: the launch's channel, cause ``GRAPH``. ``ready`` is not looked at.
+    state : Out(WalkerState)
+        State of the walker.
+    quiescent : Out(1)
+        Waiting only for node completions, DMA data or a launch.
+    """
+
     def __init__(self, cfg):
+        if not isinstance(cfg, FrontEndConfig):
+            raise TypeError(f"GraphWalker: cfg must be a FrontEndConfig, not {type(cfg).__name__}")
+        for field in ("graph_nodes_max", "graph_edges_max", "graph_inflight_max", "graph_queue"):
+            if getattr(cfg, field) < 1:
+                raise ValueError(f"GraphWalker: cfg.{field} must be at least 1, "
+                                 f"not {getattr(cfg, field)}")
         self.cfg = cfg
         super().__init__({
             "launch": In(stream.Signature(graph_launch_layout(cfg))),

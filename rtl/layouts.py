@@ -2,10 +2,46 @@
 
 Formats follow NVIDIA's public host class (clc86f.h, dev_pbdma.ref.txt) where they fit; every
 field the model adds or drops is marked ``model:``. The host-side encoder (``sim/host/encode.py``)
-and the RTL both read these definitions, so an address or a bit position exists once.
+and the RTL both read these definitions, so an address or a bit position exists once; so do the
+co-simulation's engines, which decode the descriptors the driver writes (``sim/cosim/engines.py``).
+The RTL only passes descriptor addresses on: the descriptors' layouts and the address map do not
+change what it builds.
 """
 
+import functools
+
+from amaranth import Shape, signed
 from amaranth.lib import data, enum
+
+__all__ = [
+    # method header and methods
+    "SecOp", "MethodHeader", "Subchannel", "Method", "HOST_METHOD_LIMIT", "COMPUTE_METHODS",
+    "COPY_METHODS",
+    # semaphores
+    "SemOp", "Reduction", "SemExecute",
+    # GPFIFO
+    "GPEntry", "GPControl",
+    # descriptors in host memory
+    "DESCRIPTOR_ALIGN", "LaunchDescriptor", "LAUNCH_DESCRIPTOR_DWORDS", "CopyKind", "COPY_KINDS",
+    "CopyDescriptor", "COPY_DESCRIPTOR_DWORDS", "COPY_FLAG_DESCRIPTOR",
+    # CUDA graphs
+    "GraphNodeKind", "GraphNode", "GRAPH_NODE_DWORDS", "GraphLaunchQueue",
+    "GRAPH_LAUNCH_QUEUE_DWORDS", "GraphLaunchRecord", "GRAPH_LAUNCH_RECORD_DWORDS",
+    # channel state and errors, CP state
+    "ChannelState", "ErrorCause", "CPState",
+    # records on the ports
+    "ADDR_BITS", "dma_read_request_layout", "dma_read_response_layout", "DmaWrite",
+    "launch_record_layout", "copy_record_layout", "completion_layout", "graph_launch_layout",
+    "MmioWrite",
+    # MMIO register map
+    "ChannelReg", "CHANNEL_REGS", "GLOBAL_PAGE", "GlobalReg", "STATUS_BAD_CHANNEL",
+    "STATUS_BAD_PUT", "STATUS_BAD_VALUE",
+    # address map
+    "HOST_MEMORY_BASE", "HOST_LAZY_BASE", "DEVICE_MEMORY_BASE", "DEVICE_ALLOC_ALIGN",
+    "HOST_COPY_BUFFER",
+    # Python-side packing
+    "struct_fields",
+]
 
 
 # -- method header ------------------------------------------------------------------------------
@@ -32,6 +68,7 @@ class MethodHeader(data.Struct):
 
 
 class Subchannel(enum.Enum, shape=3):
+    """SUBCHANNEL of a method header: which engine class an engine method goes to."""
     HOST = 0           # host methods ignore the subchannel; 0 is what the encoder writes
     COMPUTE = 1
     COPY = 4
@@ -92,6 +129,7 @@ class SemOp(enum.Enum, shape=3):
 
 
 class Reduction(enum.Enum, shape=4):
+    """SEM_EXECUTE REDUCTION (bits 30:27), for OPERATION REDUCTION."""
     IMIN = 0
     IMAX = 1
     IXOR = 2
@@ -137,13 +175,24 @@ class GPControl(enum.Enum, shape=8):
     ILLEGAL = 1
 
 
-# -- launch descriptor (QMD) --------------------------------------------------------------------
+# -- descriptors in host memory (model:) ---------------------------------------------------------
+
+#: Launch and copy descriptors, graph node tables and launch queues are addressed in 256-byte
+#: units (SEND_PCAS_A carries the address >> 8, as does a GraphNode's ``descriptor``); the
+#: driver allocates them in blocks of this size, aligned to it.
+DESCRIPTOR_ALIGN = 256
+
 
 class LaunchDescriptor(data.Struct):
-    """model: the launch descriptor SEND_PCAS_A points at (256-byte aligned, 8 dwords used).
+    """model: the launch descriptor (QMD) SEND_PCAS_A points at (``DESCRIPTOR_ALIGN``-aligned).
 
-    A real Hopper QMD is 384 bytes; the model keeps only what timing needs: grid and block
-    dimensions, occupancy inputs and the per-block run time. Engines read it from host memory.
+    A real Hopper QMD is 384 bytes; the model keeps what timing needs (grid and block
+    dimensions, occupancy inputs, the per-block run time, the priority, the release a kernel
+    carries) and what the profiler's activity record needs (correlation id, stream, queued
+    and submitted times). The front end only passes the address on; the compute engine reads
+    the descriptor from host memory as it takes the launch. A graph's kernel node has one
+    written at instantiation, whose per-launch fields (correlation id, stream, priority) are 0:
+    they come from the graph's launch queue (:class:`GraphLaunchQueue`).
     """
     grid_x: 32
     grid_y: 16
@@ -153,18 +202,66 @@ class LaunchDescriptor(data.Struct):
     block_z: 16
     regs_per_thread: 16
     shared_bytes: 32
-    block_ns: 32
-    kernel_id: 32
-    _pad: 32
+    kernel_id: 32          # model: the kernel function's index in the driver's function table
+    block_ps: 64           # model: run time of one thread block, in ps
+    priority: signed(32)   # model: the stream's CUDA priority (lower is more urgent)
+    # as a QMD's RELEASE0 fields: syncpoint ``release_index`` is set to ``release_value`` as the
+    # kernel completes (model: a syncpoint index instead of a semaphore address)
+    release_enable: 1
+    release_index: 16
+    _r0: 15
+    release_value: 32
+    # model: for the profiler's activity record (the front end and the engines' timing never
+    # read them)
+    correlation_id: 32     # CUPTI's correlation id of the launch call
+    stream_id: 32          # CUDA's stream id
+    queued_ns: 64          # CUPTI's "queued": when the driver encoded the launch
+    submitted_ns: 64       # CUPTI's "submitted": its kickoff (the driver writes it then)
+    graph_id: 32           # a graph's kernel node: the executable graph's id; 0 otherwise
+    graph_launches: 32     # a graph's kernel node: its GraphLaunchQueue, byte address >> 8
 
 
-LAUNCH_DESCRIPTOR_ALIGN = 256
 LAUNCH_DESCRIPTOR_DWORDS = LaunchDescriptor.as_shape().size // 32
+
+
+class CopyKind(enum.Enum, shape=8):
+    """model: a copy's direction, as CUPTI's memcpy kind codes (CUPTI_ACTIVITY_MEMCPY_KIND_*)."""
+    H2D = 1
+    D2H = 2
+    D2D = 8
+
+
+#: the runtime's copy kind names -> CUPTI's memcpy kind codes (the timeline's ``copy_kind``)
+COPY_KINDS = {"h2d": CopyKind.H2D.value, "d2h": CopyKind.D2H.value, "d2d": CopyKind.D2D.value}
+
+
+class CopyDescriptor(data.Struct):
+    """model: a copy's parameters in host memory (``DESCRIPTOR_ALIGN``-aligned), for the copy
+    engines: a graph's copy node names one, and a stream copy is launched with
+    ``COPY_FLAG_DESCRIPTOR`` and its address as the source offset (the copy methods then repeat
+    its destination and length). Per-launch fields of a graph's copy node are 0, as in
+    :class:`LaunchDescriptor`."""
+    src: 64
+    dst: 64
+    length: 32
+    kind: CopyKind
+    _r0: 24
+    correlation_id: 32     # for the profiler's activity record, as in LaunchDescriptor
+    stream_id: 32
+    graph_id: 32
+    graph_launches: 32
+
+
+COPY_DESCRIPTOR_DWORDS = CopyDescriptor.as_shape().size // 32
+#: Copy records whose parameters are in a copy descriptor at ``src`` (stream copies of the
+#: driver, graph copy nodes).
+COPY_FLAG_DESCRIPTOR = 1 << 31
 
 
 # -- channel state and errors -------------------------------------------------------------------
 
 class ChannelState(enum.Enum, shape=3):
+    """A channel's state, as the STATE register reads it (bits 3:0)."""
     IDLE = 0       # nothing to decode
     READY = 1      # decodable work in its FIFO
     PARKED = 2     # waiting on a syncpoint acquire
@@ -173,6 +270,7 @@ class ChannelState(enum.Enum, shape=3):
 
 
 class ErrorCause(enum.Enum, shape=4):
+    """Why a channel stopped in ERROR (STATE bits 7:4)."""
     NONE = 0
     ILLEGAL_HEADER = 1
     ILLEGAL_METHOD = 2
@@ -187,8 +285,9 @@ class ErrorCause(enum.Enum, shape=4):
 # -- CUDA graphs (model:) -------------------------------------------------------------------------
 
 class GraphNodeKind(enum.Enum, shape=2):
-    KERNEL = 0             # descriptor: a launch descriptor
-    COPY = 1               # descriptor: a copy descriptor (src, dst, length: 5 dwords)
+    """model: what a graph node runs, and so what its descriptor is."""
+    KERNEL = 0             # descriptor: a LaunchDescriptor
+    COPY = 1               # descriptor: a CopyDescriptor
 
 
 class GraphNode(data.Struct):
@@ -204,11 +303,41 @@ class GraphNode(data.Struct):
 
 
 GRAPH_NODE_DWORDS = 4
-#: Copy records whose parameters are in a copy descriptor at ``src`` (graph copy nodes).
-COPY_FLAG_DESCRIPTOR = 1 << 31
+
+
+class GraphLaunchQueue(data.Struct):
+    """model: an executable graph's queue of launches in host memory, written by the driver at
+    instantiation: what its nodes' descriptors name as ``graph_launches``.
+
+    A graph's launches run one after another (each acquires its predecessor's release), so
+    the engines take them in the order the driver queued them: ``head`` is the record of the
+    launch whose nodes are being dispatched (at first an empty one, which the first launch is
+    linked from); after ``left`` reaches 0, the next node dispatched begins the next launch,
+    ``head.next``. The engines update ``head`` and ``left``; the driver only appends."""
+    head: 64               # GraphLaunchRecord byte address
+    nodes: 32              # nodes per launch
+    left: 32               # nodes of the head launch not yet dispatched
+
+
+GRAPH_LAUNCH_QUEUE_DWORDS = GraphLaunchQueue.as_shape().size // 32
+
+
+class GraphLaunchRecord(data.Struct):
+    """model: one launch of an executable graph (a ``DESCRIPTOR_ALIGN`` block the driver takes
+    per launch; given back once the launch after it has begun): the per-launch fields of its
+    nodes' activity and timing."""
+    next: 64               # the next launch's record; 0 until the driver queues one
+    correlation_id: 32
+    stream_id: 32
+    priority: signed(32)   # the launching stream's CUDA priority
+    _r: 32
+
+
+GRAPH_LAUNCH_RECORD_DWORDS = GraphLaunchRecord.as_shape().size // 32
 
 
 class CPState(enum.Enum, shape=3):
+    """The command processor's state machine."""
     ARBITRATE = 0
     LOAD = 1
     FETCH = 2
@@ -224,11 +353,14 @@ ADDR_BITS = 40
 
 
 def dma_read_request_layout(cfg, tag_bits=None):
+    """DMA read request: ``count`` dwords from byte ``address``, answered with ``tag``."""
     return data.StructLayout({"address": ADDR_BITS, "count": cfg.burst_bits,
                               "tag": tag_bits or cfg.tag_bits})
 
 
 def dma_read_response_layout(cfg, tag_bits=None):
+    """DMA read response: one dword of a request; ``last`` on its final dword, ``error``
+    for an address outside host memory."""
     return data.StructLayout({"data": 32, "tag": tag_bits or cfg.tag_bits, "last": 1,
                               "error": 1})
 
@@ -245,6 +377,10 @@ def launch_record_layout(cfg):
 
 
 def copy_record_layout(cfg):
+    """Copy dispatch: which channel, its dispatch sequence number, the copy methods' source,
+    destination, length and LAUNCH_DMA flags (``COPY_FLAG_DESCRIPTOR``: the parameters are
+    in a copy descriptor at ``src``); for a graph node, ``graph`` and ``node`` as in
+    :func:`launch_record_layout`."""
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
                               "src": ADDR_BITS, "dst": ADDR_BITS, "length": 32, "flags": 32,
                               "node": cfg.node_bits, "graph": 1})
@@ -299,3 +435,28 @@ class GlobalReg(enum.Enum, shape=4):
 STATUS_BAD_CHANNEL = 1 << 0
 STATUS_BAD_PUT = 1 << 1
 STATUS_BAD_VALUE = 1 << 2
+
+
+# -- address map (model:) -------------------------------------------------------------------------
+
+#: Host memory the driver allocates from (GPFIFO rings, descriptors, semaphores, graph tables).
+HOST_MEMORY_BASE = 0x1_0000_0000
+#: Host memory allocated lazily, region by region (push-buffer rings; see ``HostMemory``).
+HOST_LAZY_BASE = 0x40_0000_0000
+#: Device memory: where copies write (never read by the front end).
+DEVICE_MEMORY_BASE = 0x80_0000_0000
+#: Granularity of device memory allocations (copy destinations).
+DEVICE_ALLOC_ALIGN = 256
+#: The pinned host buffer copies read from (never read by the front end).
+HOST_COPY_BUFFER = 0x90_0000_0000
+
+
+# -- Python-side packing ---------------------------------------------------------------------------
+
+@functools.cache
+def struct_fields(layout):
+    """``{name: (offset, width, signed)}`` of a flat struct layout's fields: for the driver's
+    encoder and the engines' decoder, which pack and unpack them as integers (Amaranth
+    constants are too slow per launch)."""
+    return {name: (f.offset, f.width, Shape.cast(f.shape).signed)
+            for name, f in layout.as_shape()}

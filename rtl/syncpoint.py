@@ -1,31 +1,5 @@
-"""Syncpoint unit: on-chip counters, deferred releases, parked acquires, in-flight work.
-
-*In-flight work*: every dispatch to an engine adds one to its channel's count, every
-completion takes one off. WFI waits for all counts to be zero.
-
-*Release* (one slot per channel): a release posted with RELEASE_WFI waits until the work the
-channel had dispatched before it has completed (completions carry the dispatch sequence
-number, so later work does not hold it back); without WFI it fires at once. Firing takes one
-cycle for a counter (set, add, or increment) and one DMA write per 8 bytes for host memory
-(the payload, then ``now`` as an 8-byte timestamp when RELEASE_TIMESTAMP is set). A channel
-whose slot is busy must wait before posting another release (``release_busy``). A timestamp
-release holds its whole channel until its writes are done and ``timestamp_hold`` cycles more
-(a configuration input: the timestamp write's round trip) (``release_stall``): the timestamp
-must be taken after the work before it and before the work after it.
-
-*Completion releases*: a compute completion may carry a release of its own (``release``,
-``index``, ``value``: the kernel's launch named a syncpoint, as a QMD's release fields do); the
-counter is set as it arrives, ahead of a channel release wanting the write port that cycle.
-
-*Counters* live in a small SRAM (one write port, three asynchronous read ports: the acquire
-check, the release being fired and the wake scanner), so their number costs memory bits, not
-multiplexers.
-
-*Acquire*: the CP presents an acquire and sees ``acquire_met`` in the same cycle; if not met,
-the channel is parked. After any counter change and ``acquire_retry`` more cycles (a
-configuration input, like a retry-interval register), a scanner
-re-checks every parked channel, one per cycle, and wakes those whose condition holds.
-"""
+"""Syncpoint unit, on-chip counters, deferred releases, parked acquires, in-flight work:
+:class:`SyncpointUnit`."""
 
 from amaranth import Module, Signal, Array, Mux, Cat
 from amaranth.lib import wiring, stream, data, enum
@@ -33,16 +7,22 @@ from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 
 from .bits import lowest_set
+from .config import FrontEndConfig
 from .layouts import SemOp, DmaWrite, completion_layout, ADDR_BITS
+
+__all__ = ["SyncpointUnit", "ReleaseKind", "FireState", "release_layout", "acquire_layout",
+           "acquire_condition"]
 
 
 class ReleaseKind(enum.Enum, shape=2):
+    """What a release does to its counter (host memory releases are always ``SET``)."""
     SET = 0        # counter or host memory = payload
     ADD = 1        # counter += payload (REDUCTION IADD)
     INC = 2        # counter += 1 (REDUCTION INC; the model ignores INC's wrap limit)
 
 
 class FireState(enum.Enum, shape=2):
+    """State of the release being written to host memory."""
     IDLE = 0
     PAYLOAD = 1
     TIMESTAMP = 2
@@ -50,6 +30,9 @@ class FireState(enum.Enum, shape=2):
 
 
 def release_layout(cfg):
+    """A semaphore release posted by the command processor: its channel and dispatch sequence
+    number, the semaphore ``address`` (or the counter ``index`` when ``to_counter``), the
+    ``payload`` and what to do with it."""
     return data.StructLayout({
         "channel": cfg.chan_bits, "seq": cfg.seq_bits, "address": ADDR_BITS, "payload": 64,
         "kind": ReleaseKind, "wfi": 1, "timestamp": 1, "wide": 1, "to_counter": 1,
@@ -57,6 +40,7 @@ def release_layout(cfg):
 
 
 def acquire_layout(cfg):
+    """A semaphore acquire: the channel that waits, the counter, the value and the condition."""
     return data.StructLayout({"channel": cfg.chan_bits, "index": cfg.sp_bits, "value": 32,
                               "op": SemOp})
 
@@ -68,7 +52,102 @@ def acquire_condition(op, counter, value):
 
 
 class SyncpointUnit(wiring.Component):
+    """Syncpoint unit: on-chip counters, deferred releases, parked acquires, in-flight work.
+
+    *In-flight work*: every dispatch to an engine adds one to its channel's count, every
+    completion takes one off. WFI waits for all counts to be zero.
+
+    *Release* (one slot per channel): a release posted with RELEASE_WFI waits until the work the
+    channel had dispatched before it has completed (completions carry the dispatch sequence
+    number, so later work does not hold it back); without WFI it fires at once. Firing takes one
+    cycle for a counter (set, add, or increment) and one DMA write per 8 bytes for host memory
+    (the payload, then ``now`` as an 8-byte timestamp when RELEASE_TIMESTAMP is set). A channel
+    whose slot is busy must wait before posting another release (``release_busy``). A timestamp
+    release holds its whole channel until its writes are done and ``timestamp_hold`` cycles
+    more (a configuration input: the timestamp write's round trip) (``release_stall``): the
+    timestamp must be taken after the work before it and before the work after it.
+
+    *Completion releases*: a compute completion may carry a release of its own (``release``,
+    ``index``, ``value``: the kernel's launch named a syncpoint, as a QMD's release fields do);
+    the counter is set as it arrives, ahead of a channel release wanting the write port that
+    cycle.
+
+    *Counters* live in a small SRAM (one write port, three asynchronous read ports: the acquire
+    check, the release being fired and the wake scanner), so their number costs memory bits,
+    not multiplexers.
+
+    *Acquire*: the CP presents an acquire and sees ``acquire_met`` in the same cycle; if not
+    met, the channel is parked. After any counter change and ``acquire_retry`` more cycles (a
+    configuration input, like a retry-interval register), a scanner re-checks every parked
+    channel, one per cycle, and wakes those whose condition holds.
+
+    Timing: a release whose wait is over writes its counter at the next clock edge (one release
+    fires at a time, the lowest channel first); a host-memory release offers its first write
+    the cycle after, each write held until taken. After a counter change, the scan of the
+    parked channels starts ``acquire_retry`` cycles later and takes ``channels`` cycles, a
+    channel woken at its turn (a further change restarts the wait).
+
+    Parameters
+    ----------
+    cfg : FrontEndConfig
+        Sizes: ``channels``, ``syncpoints`` (at least 1), ``seq_bits`` and ``inflight_bits``
+        (each at least 1).
+
+    Attributes
+    ----------
+    release : In(stream.Signature(release_layout(cfg)))
+        A release into its channel's slot. Ready while that channel's slot is free.
+    acquire : In(stream.Signature(acquire_layout(cfg)))
+        An acquire to check: parks its channel when not met. Always ready.
+    acquire_met : Out(1)
+        Whether the condition of ``acquire``'s payload holds now (combinational, whatever
+        ``valid``).
+    dispatched : In(stream.Signature(cfg.chan_bits))
+        One more record dispatched on this channel. Always ready.
+    compute_done : In(stream.Signature(completion_layout(cfg)))
+        A compute completion (channel, sequence number), and a counter to set when its
+        ``release`` is set. Always ready.
+    copy_done : In(stream.Signature(completion_layout(cfg)))
+        A copy completion (its release fields are not looked at). Always ready.
+    graph_done : In(stream.Signature(completion_layout(cfg)))
+        A graph launch's completion, from the graph walker. Always ready.
+    halt : In(cfg.channels)
+        Channels in error: no longer parked.
+    now : In(64)
+        The current time in ns, written by timestamp releases.
+    acquire_retry : In(16)
+        Cycles from a counter change to the scan of the parked channels.
+    timestamp_hold : In(16)
+        Cycles a timestamp release holds its channel after its last write is taken.
+    dma_write : Out(stream.Signature(DmaWrite))
+        Host-memory writes of releases: the payload (4 or 8 bytes, ``wide``), then the
+        timestamp. Held until taken.
+    parked : Out(cfg.channels)
+        Channels parked on an unmet acquire.
+    release_busy : Out(cfg.channels)
+        Channels whose release slot holds a release not fired yet.
+    release_stall : Out(cfg.channels)
+        Channels held by a timestamp release to host memory.
+    in_flight : Out(data.ArrayLayout(cfg.inflight_bits, cfg.channels))
+        Work dispatched and not completed, per channel.
+    all_complete : Out(1)
+        No work in flight on any channel.
+    quiescent : Out(1)
+        No release to fire or being written and no wake scan pending: only an input can change
+        anything.
+    counter_data : MemoryData
+        The counters' storage (32-bit words, ``syncpoints`` deep); ``counter_data[i]`` can be
+        read in simulation.
+    """
+
     def __init__(self, cfg):
+        if not isinstance(cfg, FrontEndConfig):
+            raise TypeError(f"SyncpointUnit: cfg must be a FrontEndConfig, "
+                            f"not {type(cfg).__name__}")
+        for field in ("syncpoints", "seq_bits", "inflight_bits"):
+            if getattr(cfg, field) < 1:
+                raise ValueError(f"SyncpointUnit: cfg.{field} must be at least 1, "
+                                 f"not {getattr(cfg, field)}")
         self.cfg = cfg
         n, s = cfg.channels, cfg.syncpoints
         cl = completion_layout(cfg)

@@ -93,7 +93,7 @@ def cmd_run(args):
     from gpufe.sim.analysis.summary import print_summary
     from gpufe.sim.host.workload import load_workload
 
-    from gpufe.sim.params import check_config
+    from gpufe.sim.params import apply_settings, check_config
     from gpufe.sim.host.workload import check_run
     if bool(args.workload) == bool(args.from_trace):
         raise UsageError("give a workload file or --from-trace TRACE (one of them)")
@@ -104,7 +104,8 @@ def cmd_run(args):
                    "--vcd": args.vcd}, inputs=(args.workload, args.from_trace,
                                               args.params if pathlib.Path(args.params).suffix
                                               else None))
-    params = load(args.params)
+    params = apply_settings(load(args.params), args.set)
+    vcd = _vcd_target(args, params)
     if args.from_trace:
         trace_run = _prepare_from_trace(args, params)
     else:
@@ -123,7 +124,7 @@ def cmd_run(args):
     # the timeline is streamed out as the run goes (memory bounded however long it is; the
     # same JSONL and summary); a Perfetto trace is made from the whole list of records
     bounded = not args.perfetto
-    result = simulate(workload, params, args.max_connections, vcd=args.vcd or None,
+    result = simulate(workload, params, args.max_connections, vcd=vcd,
                       jumps=not args.no_jumps, progress=progress,
                       backend=backend, profiler=args.profiler, bounded=bounded,
                       timeline=args.timeline if bounded else None)
@@ -131,10 +132,30 @@ def cmd_run(args):
         write_jsonl(result.records, args.timeline)
     if args.perfetto:
         with open(args.perfetto, "w") as f:
-            json.dump(perfetto(result.records), f)
+            json.dump(perfetto(result.records, result.stream_names), f)
     print_summary(result, outputs={"timeline": args.timeline, "perfetto": args.perfetto,
-                                   "vcd": args.vcd})
+                                   "vcd": args.vcd}, as_json=args.json)
     return 0
+
+
+def _vcd_target(args, params):
+    """What --vcd writes: None, the path (the whole run), or a window of the run
+    (--vcd-from/--vcd-to, a :class:`gpufe.sim.cosim.backend.VcdWindow`)."""
+    if args.vcd_from is None and args.vcd_to is None:
+        return args.vcd or None
+    if not args.vcd:
+        raise UsageError("--vcd-from and --vcd-to go with --vcd FILE")
+    from gpufe.sim.cosim.backend import VcdWindow
+    from gpufe.sim.cosim.events import ps
+    try:
+        window = VcdWindow(args.vcd, args.vcd_from or 0, args.vcd_to)
+    except ValueError as e:
+        raise UsageError(f"--vcd-from/--vcd-to: {e}") from None
+    first, last = window.cycles(ps(params.cycle_ns))
+    if first > last:
+        raise UsageError(f"--vcd-from {window.from_ns} --vcd-to {window.to_ns}: no RTL cycle "
+                         f"begins in between (a cycle is {params.cycle_ns:g} ns)")
+    return window
 
 
 def _prepare_from_trace(args, params):
@@ -162,30 +183,46 @@ def _run_from_trace(args, params, backend, progress, measured, runs):
     from gpufe.sim.analysis.replay import step_summary
     from gpufe.sim.run import simulate
     from gpufe.sim.analysis.timeline import write_jsonl, perfetto
-    print(f"gpufe run --from-trace {args.from_trace} (profiler {args.profiler}, params "
-          f"{params.name})")
-    print(f"  measured (trace): {measured.get('kernels', 0)} kernels, GPU span "
-          f"{measured.get('gpu_span_us', 0):,.1f} us")
+    # --json: the same figures as one JSON object, printed at the end instead of the lines
+    say = (lambda *a: None) if args.json else print
+    say(f"gpufe run --from-trace {args.from_trace} (profiler {args.profiler}, params "
+        f"{params.name})")
+    say(f"  measured (trace): {measured.get('kernels', 0)} kernels, GPU span "
+        f"{measured.get('gpu_span_us', 0):,.1f} us")
     out = {}
     for i, (label, as_graph, w, steps) in enumerate(runs):
         last = i == len(runs) - 1          # the run whose timeline, trace and VCD are written
-        result = simulate(w, params, args.max_connections, vcd=(args.vcd or None) if last
-                          else None, jumps=not args.no_jumps, progress=progress,
+        result = simulate(w, params, args.max_connections,
+                          vcd=_vcd_target(args, params) if last else None,
+                          jumps=not args.no_jumps, progress=progress,
                           backend=backend, profiler=args.profiler)
-        s = out[label] = step_summary(result, steps)
-        print(f"  model, {label:5s}: {s['kernels']} kernels in {steps} steps; "
-              f"{s['per_step_us']:,.1f} us per step, GPU span {s['gpu_span_us']:,.1f} us, "
-              f"wall {s['wall_us']:,.1f} us (simulated in {result.wall_s:.1f} s)")
+        s = out[label] = dict(step_summary(result, steps), wall_s=result.wall_s)
+        say(f"  model, {label:5s}: {s['kernels']} kernels in {steps} steps; "
+            f"{s['per_step_us']:,.1f} us per step, GPU span {s['gpu_span_us']:,.1f} us, "
+            f"wall {s['wall_us']:,.1f} us (simulated in {result.wall_s:.1f} s)")
         if last and args.timeline:
             write_jsonl(result.records, args.timeline)
         if last and args.perfetto:
             with open(args.perfetto, "w") as f:
-                json.dump(perfetto(result.records), f)
+                json.dump(perfetto(result.records, result.stream_names), f)
     if args.as_graph:
         e, g = out["eager"]["per_step_us"], out["graph"]["per_step_us"]
-        print(f"  CUDA graphs would take {g:,.1f} us per step instead of {e:,.1f} "
-              f"({100 * (1 - g / e):.0f}% less)" if e > 0 else
-              f"  CUDA graphs would take {g:,.1f} us per step instead of {e:,.1f}")
+        say(f"  CUDA graphs would take {g:,.1f} us per step instead of {e:,.1f} "
+            f"({100 * (1 - g / e):.0f}% less)" if e > 0 else
+            f"  CUDA graphs would take {g:,.1f} us per step instead of {e:,.1f}")
+    if args.json:
+        print(json.dumps({"trace": args.from_trace, "profiler": args.profiler,
+                          "params": params.name, "measured": measured, "model": out},
+                         indent=1))
+    return 0
+
+
+def cmd_params(args):
+    from gpufe.sim.params import load, apply_settings, format_params, format_sets
+    if args.name is None and not args.set:
+        print(format_sets())
+    else:
+        print(format_params(apply_settings(load(args.name or "h200"), args.set)))
     return 0
 
 
@@ -205,7 +242,8 @@ def cmd_validate(args):
     from gpufe.sim.analysis.scenarios import scenario_names
     from gpufe.sim.analysis import validate as v
     check_outputs({"--json": args.json, "--plot": args.plot}, inputs=(args.params,))
-    params = load(args.params)
+    from gpufe.sim.params import apply_settings
+    params = apply_settings(load(args.params), args.set)
     names = scenario_names()
     if args.scenarios:
         unknown = sorted(set(args.scenarios) - set(names))
@@ -231,12 +269,50 @@ def cmd_calibrate(args):
     out = pathlib.Path(args.out)
     res = out.with_name(f"{out.stem}_residuals.json")
     check_outputs({"--out": args.out, "--out (residuals)": str(res)}, inputs=(args.base,))
-    load(args.base)                     # a bad parameter set is said now, not after the fit
-    params, residuals = calibrate(args.base, backend=args.backend,
+    from gpufe.sim.params import apply_settings
+    base = apply_settings(load(args.base), args.set)   # a bad set is said now, not after the fit
+    params, residuals = calibrate(base, backend=args.backend,
                                   log=lambda m: print(m, file=sys.stderr))
     params = params.with_overrides(name=out.stem)
     write(params, residuals, out, res)
     print(f"gpufe calibrate: wrote {out} and {res}")
+    return 0
+
+
+def connections_used(params):
+    """Every max_connections the bundled examples and reference scenarios run with (the
+    parameter set's where they give none)."""
+    import gpufe.sim
+    from gpufe.sim.analysis.scenarios import scenario_names, scenario_paths
+    from gpufe.sim.host.workload import load_workload
+    examples = pathlib.Path(gpufe.sim.__file__).parents[1] / "examples"
+    paths = sorted(examples.glob("*.json")) + [scenario_paths(n)[0] for n in scenario_names()]
+    return sorted({load_workload(p)["max_connections"] or params.max_connections
+                   for p in paths})
+
+
+def cmd_build(args):
+    import time
+    from gpufe.sim.params import load, apply_settings, check_config
+    from gpufe.sim.cosim.compiled import build_for, BackendUnavailable
+    params = apply_settings(load(args.params), args.set)
+    values = set(args.max_connections or ())
+    if args.all:
+        values |= set(connections_used(params))
+    values = sorted(values) or [params.max_connections]
+    for mc in values:                   # every one checked before anything is built
+        check_config(params, mc, args.params)
+    for mc in values:
+        what = (f"max_connections {mc} ({params.frontend_config(mc).channels} channels, "
+                f"params {params.name})")
+        t0 = time.monotonic()
+        try:
+            lib, cached = build_for(params, mc, log=lambda m: print(m, file=sys.stderr))
+        except BackendUnavailable as e:
+            print(f"gpufe build: {what}: {e}", file=sys.stderr)
+            return 1
+        print(f"gpufe build: {what}: " + (f"cached, {lib}" if cached else
+                                          f"built in {time.monotonic() - t0:.0f} s, {lib}"))
     return 0
 
 
@@ -358,14 +434,25 @@ def main(argv=None):
                       default=FrontEndConfig.fifo_depth)
     demo.set_defaults(func=cmd_demo)
 
-    run = sub.add_parser("run", help="run a workload (JSON) through the host model and the RTL")
-    run.add_argument("workload", nargs="?", help="workload file (see examples/)")
+    from gpufe.sim.host.workload import REFERENCE_COMMAND
+    run = sub.add_parser("run", help="run a workload (JSON) through the host model and the RTL",
+                         epilog="The workload format, every op and field with its type, "
+                                "default and meaning: docs/workload.md; print it with "
+                                f"'{REFERENCE_COMMAND.split(' >')[0]}' (regenerate the file: "
+                                f"'{REFERENCE_COMMAND}').")
+    run.add_argument("workload", nargs="?", help="workload file (see examples/ and "
+                                                 "docs/workload.md)")
     run.add_argument("--from-trace", metavar="TRACE",
                      help="replay a profiler trace (Kineto JSON or fe_trace JSONL) instead")
     run.add_argument("--as-graph", action="store_true",
                      help="with --from-trace: also run the launches between host "
                           "synchronisations as one CUDA graph, and compare")
     run.add_argument("--params", default="h200", help="parameter set name or JSON file")
+    run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="override one parameter of the set (repeatable; gpufe params lists "
+                          "them)")
+    run.add_argument("--json", action="store_true",
+                     help="print the summary as JSON (the same figures) instead of text")
     run.add_argument("--max-connections", type=_int_in(1, 32), default=None,
                      help="CUDA_DEVICE_MAX_CONNECTIONS (1..32); default: the workload's, "
                           "else the parameter set's")
@@ -373,7 +460,15 @@ def main(argv=None):
     run.add_argument("--perfetto", help="write a Chrome/Perfetto trace JSON (keeps the whole "
                                         "timeline in memory, about 1 KB a launch; without it "
                                         "the timeline is streamed and memory stays bounded)")
-    run.add_argument("--vcd", help="write a VCD of the RTL (large for long runs)")
+    run.add_argument("--vcd", help="write a VCD of the RTL (large for long runs: see "
+                                   "--vcd-from, --vcd-to)")
+    run.add_argument("--vcd-from", type=_int_in(0, 10**16), metavar="NS",
+                     help="with --vcd: only from this simulated time on, in ns as in the "
+                          "timeline and the VCD's now signal (the run goes at full speed "
+                          "until then; the VCD's own times count from there)")
+    run.add_argument("--vcd-to", type=_int_in(0, 10**16), metavar="NS",
+                     help="with --vcd: only up to this simulated time, in ns, included "
+                          "(default: the end of the run)")
     run.add_argument("--backend", choices=("pysim", "compiled"), default="compiled",
                      help="RTL simulator: the design compiled by Yosys CXXRTL (compiled, "
                           "default: built once per parameter set, then cached; falls back to "
@@ -396,9 +491,18 @@ def main(argv=None):
     met.add_argument("trace", nargs="+")
     met.set_defaults(func=cmd_metrics)
 
+    par = sub.add_parser("params", help="list the parameter sets, or every parameter of one "
+                                        "with its value, unit and meaning")
+    par.add_argument("name", nargs="?", help="parameter set name or JSON file")
+    par.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="show the set with this parameter overridden (repeatable)")
+    par.set_defaults(func=cmd_params)
+
     val = sub.add_parser("validate", help="run every calibration scenario and compare it with "
                                           "its H200 trace, metric by metric")
     val.add_argument("--params", default="h200", help="parameter set name or JSON file")
+    val.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="override one parameter of the set (repeatable)")
     val.add_argument("--json", help="write the rows as JSON")
     val.add_argument("--plot", help="write a PNG of model against measured")
     val.add_argument("--scenarios", nargs="+", help="only these scenarios")
@@ -408,11 +512,33 @@ def main(argv=None):
     cal = sub.add_parser("calibrate", help="fit the parameter set to the reference scenarios "
                                            "and write it, with the fit's residuals beside it")
     cal.add_argument("--base", default="h200", help="parameter set to start from")
+    cal.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="override one parameter of the starting set (repeatable)")
     cal.add_argument("--out", default="h200.json",
                      help="parameter file to write (default %(default)s; the shipped set is "
                           "sim/params/h200.json)")
     cal.add_argument("--backend", choices=("pysim", "compiled"), default="compiled")
     cal.set_defaults(func=cmd_calibrate)
+
+    bld = sub.add_parser("build", help="build the compiled model (Yosys CXXRTL and g++, a few "
+                                       "minutes each) ahead of the runs that need it; say "
+                                       "where it is if it is cached",
+                         description="Builds the compiled FrontEnd that 'gpufe run' (backend "
+                                     "compiled) uses for a parameter set and a number of "
+                                     "connections, into the cache (~/.cache/gpufe or "
+                                     "$GPUFE_CACHE), printing each stage; a first run would "
+                                     "build it itself. Processes that need the same model "
+                                     "wait for one build.")
+    bld.add_argument("--params", default="h200", help="parameter set name or JSON file")
+    bld.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="override one parameter of the set, as gpufe run --set (sizes such "
+                          "as fifo_depth or syncpoints make another model)")
+    bld.add_argument("--max-connections", type=_int_in(1, 32), nargs="+", metavar="N",
+                     help="CUDA_DEVICE_MAX_CONNECTIONS values to build for (default: the "
+                          "parameter set's)")
+    bld.add_argument("--all", action="store_true",
+                     help="also every value the bundled examples and reference scenarios use")
+    bld.set_defaults(func=cmd_build)
 
     from gpufe.constraints.boards import BOARDS
     from gpufe.constraints.flow import (FPGA_GRAPH_NODES, FPGA_GRAPH_EDGES, CLOCK_MHZ, ROUTER,

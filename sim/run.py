@@ -24,6 +24,7 @@ class RunResult:
     blocked_launches: int
     backend: str = "pysim"
     digest: TimelineDigest = None   # a bounded run's summary figures (see summary.py)
+    stream_names: dict = None       # stream id -> its name in the workload (Perfetto tracks)
 
 
 class Progress:
@@ -74,7 +75,7 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
                     write(jsonl_line(r))
             stream = TimelineStream(header, emit, lambda: sim.ev.now // 1000,
                                     cupti=profiler == "cupti")
-            rt.records, rt.marks, sim.jobs = stream, stream.marks, stream
+            rt.timeline.stream_to(stream)
         bar = Progress(count_ops(workload["program"]), progress)
         sim.start_cpu(run_program(workload["program"], rt, bar))
         t0 = time.perf_counter()
@@ -91,4 +92,5 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
             if timeline:
                 write_jsonl(records, timeline)
     return RunResult(records, dict(sim.stats), wall, workload, params, mc, rt.blocked_launches,
-                     sim.backend.name, digest)
+                     sim.backend.name, digest,
+                     stream_names={s.id: name for name, s in rt.streams.items()})

@@ -1,21 +1,38 @@
 """Metrics of a timeline, computed by the same code on measured and simulated traces.
 
+This is the one definition of every figure gpufe reports about a timeline: ``gpufe metrics``,
+``gpufe validate``, ``gpufe calibrate`` and the summary of ``gpufe run`` (text and ``--json``)
+all take their numbers from :class:`TimelineDigest`, which gathers them one record at a time
+(so that a streamed run needs no list of its records); :func:`metrics` feeds it a list.
+
 Every metric is a median unless its name says otherwise; times in us. Where the trace marks
-repetitions (``rep_begin``/``rep_end``), only what starts inside them counts: warm-ups and
-one-off costs (the first launch loads the module) stay out. Medians of fewer than
-:data:`MIN_SAMPLES` values are not reported, except wall time and GPU span per repetition. A metric that the trace
-has no data for is left out (a graph-only trace has no stream gaps; a Kineto trace has no
-channels or queued/submitted times).
+repetitions (``rep_begin``/``rep_end``), only what starts inside them counts (the marks
+themselves included): warm-ups and one-off costs (the first launch loads the module) stay
+out. A repetition runs from a ``rep_begin`` mark to the next ``rep_end`` (the oldest one open
+ends first; an end with none open is ignored); one still open when the trace ends counts what
+starts in it but has no wall time. Medians of fewer than :data:`MIN_SAMPLES` values are not
+reported, except wall time and GPU span per repetition. A metric that the trace has no data
+for is left out (a graph-only trace has no stream gaps; a Kineto trace has no channels or
+queued/submitted times).
 """
 
-import bisect
+import heapq
 import statistics
+from array import array
+
+from gpufe.rtl.layouts import COPY_KINDS as COPY_KIND_CODES
 
 #: metric -> what it is (units in the name)
 METRICS = {
+    "repetitions": "repetitions marked, rep_begin to rep_end (count; when marked, the other "
+                   "metrics count only what starts inside them)",
     "wall_per_rep_us": "wall time of a repetition, rep_begin to rep_end mark",
     "gpu_span_us": "first kernel/copy start to last end, per repetition when marked",
+    "trace_us": "header to footer mark: the whole trace, repetitions or not (a model run's "
+                "simulated time)",
+    "api_calls": "CUDA runtime API calls (count)",
     "kernels": "kernels in the trace (count)",
+    "copies": "copies in the trace (count)",
     "median_gap_us": "gap between consecutive kernels of a stream (start - previous end)",
     "median_kernel_us": "kernel duration",
     "launch_api_us": "cudaLaunchKernel CPU time",
@@ -27,99 +44,41 @@ METRICS = {
     "max_concurrent": "most kernels running at once (count)",
     "channels_used": "hardware channels that ran kernels or copies (count)",
     "launches_blocked": "launch calls that blocked for space (count; > 50 us and 10x median)",
+    "copy_h2d_bytes": "size of the largest host-to-device copy (bytes)",
     "copy_h2d_gbps": "bandwidth of the largest host-to-device copy (GB/s)",
+    "copy_d2h_bytes": "size of the largest device-to-host copy (bytes)",
     "copy_d2h_gbps": "bandwidth of the largest device-to-host copy (GB/s)",
+    "copy_d2d_bytes": "size of the largest device-to-device copy (bytes)",
     "copy_d2d_gbps": "bandwidth of the largest device-to-device copy (GB/s)",
     "sync_return_us": "kernel end (or the call, if later) -> the synchronize call returns",
 }
 
-_COPY = {1: "copy_h2d_gbps", 2: "copy_d2h_gbps", 8: "copy_d2d_gbps"}
+#: CUPTI copy kind -> its name in the metrics (copy_<name>_gbps, copy_<name>_bytes)
+#: copy-kind code (the wire format's, as CUPTI's) -> name
+COPY_KIND_NAMES = {code: name for name, code in COPY_KIND_CODES.items()}
+#: a launch call blocked for space if it took longer than this and 10 times the median
 BLOCKED_NS = 50_000
-
-
 #: medians of fewer samples are not reported (one launch delayed by the OS is not a figure)
 MIN_SAMPLES = 5
 
 
-def _median_us(values):
-    return statistics.median(values) / 1e3 if len(values) >= MIN_SAMPLES else None
-
-
-def _rep_windows(records):
-    begins = [r["t"] for r in records if r["kind"] == "meta" and r["what"] == "rep_begin"]
-    ends = [r["t"] for r in records if r["kind"] == "meta" and r["what"] == "rep_end"]
-    return list(zip(begins, ends))
-
-
-def _calls(records, prefix):
-    return [r for r in records if r["kind"] == "runtime" and r["name"].startswith(prefix)]
-
-
 def metrics(records):
-    """The metrics of a timeline: {name: value}, in the order of :data:`METRICS`."""
-    out = {}
-    reps = _rep_windows(records)
-    if reps:
-        inside = lambda t: any(b <= t <= e for b, e in reps)
-        records = [r for r in records if r["kind"] == "meta" or inside(r["start"])]
-    ks = sorted((r for r in records if r["kind"] == "kernel"), key=lambda r: r["start"])
-    copies = [r for r in records if r["kind"] == "memcpy"]
-    work = sorted(ks + copies, key=lambda r: r["start"])
-    walls = [e - b for b, e in reps]
-    out["wall_per_rep_us"] = statistics.median(walls) / 1e3 if walls else None
-    if work:
-        spans = []
-        for b, e in reps or [(None, None)]:
-            inside = [w for w in work if b is None or b <= w["start"] <= e]
-            if inside:
-                spans.append(max(w["end"] for w in inside) - inside[0]["start"])
-        out["gpu_span_us"] = statistics.median(spans) / 1e3 if spans else None
-    out["kernels"] = len(ks)
-    if ks:
-        by_stream = {}
-        for k in ks:
-            if not k.get("graph_id"):
-                by_stream.setdefault(k["stream"], []).append(k)
-        gaps = [b["start"] - a["end"] for lst in by_stream.values()
-                for a, b in zip(lst, lst[1:])]
-        graph_ks = {}
-        for k in ks:
-            if k.get("graph_id"):
-                graph_ks.setdefault((k["graph_id"], k["stream"]), []).append(k)
-        gaps += [b["start"] - a["end"] for lst in graph_ks.values()
-                 for a, b in zip(lst, lst[1:])]
-        out["median_gap_us"] = _median_us(gaps)
-        out["median_kernel_us"] = _median_us([k["end"] - k["start"] for k in ks])
-    launches = _calls(records, "cudaLaunchKernel")
-    out["launch_api_us"] = _median_us([r["end"] - r["start"] for r in launches])
-    out["graph_launch_api_us"] = _median_us([r["end"] - r["start"]
-                                             for r in _calls(records, "cudaGraphLaunch")])
-    out["event_record_api_us"] = _median_us([r["end"] - r["start"]
-                                             for r in _calls(records, "cudaEventRecord")])
-    streamed = [k for k in ks if k.get("queued") and k.get("submitted")]
-    out["queued_to_submitted_us"] = _median_us([k["submitted"] - k["queued"] for k in streamed])
-    out["submitted_to_start_us"] = _median_us([k["start"] - k["submitted"] for k in streamed])
-    out["queued_to_start_us"] = _median_us([k["start"] - k["queued"] for k in streamed])
-    if ks:
-        out["max_concurrent"] = max_concurrent(ks)
-    chans = {w["channel"] for w in work if w.get("channel", -1) >= 0}
-    if chans:
-        out["channels_used"] = len(chans)
-    if launches:
-        durs = [r["end"] - r["start"] for r in launches]
-        limit = max(BLOCKED_NS, 10 * statistics.median(durs))
-        out["launches_blocked"] = sum(1 for d in durs if d > limit)
-    for kind, name in _COPY.items():
-        cs = [c for c in copies if c["copy_kind"] == kind]
-        if cs:
-            big = max(cs, key=lambda c: (c["bytes"], -c["start"]))
-            out[name] = big["bytes"] / max(big["end"] - big["start"], 1)
-    out["sync_return_us"] = _median_us(_sync_returns(records, ks))
-    return {k: out[k] for k in METRICS if out.get(k) is not None}
+    """The metrics of a timeline (a list of records in any order): {name: value}, in the
+    order of :data:`METRICS`. The records are taken in timeline order (time, marks first),
+    records of the same time as listed."""
+    d = TimelineDigest()
+    for r in sorted(records, key=_time_order):
+        d.add(r)
+    return d.metrics()
+
+
+def _time_order(r):
+    return (r.get("t", r.get("start")), r["kind"] != "meta")
 
 
 def max_concurrent(jobs):
-    """Most of ``jobs`` (records with start and end) running at once."""
+    """Most of ``jobs`` (records with start and end) running at once; an end at a time comes
+    before a start at that time."""
     edges = sorted([(j["start"], 1) for j in jobs] + [(j["end"], -1) for j in jobs])
     run = best = 0
     for _, d in edges:
@@ -128,22 +87,333 @@ def max_concurrent(jobs):
     return best
 
 
-def _sync_returns(records, ks):
-    """For each host synchronize call that waited for a kernel: its return minus the later of
-    the call's start and the end of the last kernel that ended before it returned."""
-    ends = sorted(k["end"] for k in ks)
-    out = []
-    for r in records:
-        if r["kind"] == "runtime" and "Synchronize" in r["name"]:
-            i = bisect.bisect_right(ends, r["end"]) - 1
-            if i >= 0:
-                out.append(r["end"] - max(ends[i], r["start"]))
-    return out
+def format_value(v):
+    """A metric's value as gpufe shows it (``gpufe metrics``, the run summary)."""
+    return f"{v:,.3f}" if isinstance(v, float) else f"{v:,d}"
 
 
 def format_metrics(values):
-    lines = []
-    for k, v in values.items():
-        shown = f"{v:,.3f}" if isinstance(v, float) else f"{v:,d}"
-        lines.append(f"  {k:24s} {shown:>14s}   {METRICS[k]}")
-    return "\n".join(lines)
+    return "\n".join(f"  {k:24s} {format_value(v):>14s}   {METRICS[k]}"
+                     for k, v in values.items())
+
+
+class TimelineDigest:
+    """The metrics of a timeline gathered one record at a time, in timeline order (by time,
+    marks before the other records of their time; kernels therefore in order of start), in
+    memory that does not grow with the timeline's length (medians keep a count per distinct
+    value, :class:`Samples`). :meth:`metrics` may be called at any point."""
+
+    def __init__(self):
+        self._header_t = None
+        self._footer_t = None
+        self._marked = False             # a rep_begin was seen: only what is inside counts
+        self._windows = []               # repetitions still taking records (see _inside)
+        self._walls = Samples()          # closed repetitions, end - begin
+        self._spans = Samples()          # GPU span of each finished repetition with work
+        self._figures = _Figures()       # what the counted records give
+
+    def add(self, r):
+        kind = r["kind"]
+        if kind == "meta":
+            self._meta(r)
+        elif kind in ("kernel", "memcpy", "runtime"):
+            start = r["start"]
+            if self._marked and not self._inside(start):
+                return
+            f = self._figures
+            if kind == "runtime":
+                f.call(r)
+                return
+            if kind == "kernel":
+                f.kernel(r)
+            else:
+                f.copy(r)
+            for w in self._windows:
+                if w[2] is None:
+                    w[2] = start
+                if w[3] is None or r["end"] > w[3]:
+                    w[3] = r["end"]
+
+    def _meta(self, r):
+        what = r["what"]
+        if what == "rep_begin":
+            if not self._marked:
+                # from the first repetition on, only what starts inside one counts: what came
+                # before it (all of it outside) is forgotten
+                self._marked = True
+                self._figures = _Figures()
+            self._windows.append([r["t"], None, None, None])   # begin, end, first, last
+        elif what == "rep_end":
+            for w in self._windows:
+                if w[1] is None:
+                    w[1] = r["t"]
+                    self._walls.add(w[1] - w[0])
+                    break
+        elif what == "header":
+            self._header_t = r["t"]
+        elif what == "footer":
+            self._footer_t = r["t"]
+
+    def _inside(self, start):
+        """Whether a record starting at ``start`` is inside a repetition. The windows kept are
+        the open ones and the closed ones whose end is not before ``start`` (a record at a
+        repetition's end mark is inside it); ends close the oldest open window, so the closed
+        ones come first, in order of end."""
+        ws = self._windows
+        while ws and ws[0][1] is not None and ws[0][1] < start:
+            w = ws.pop(0)
+            if w[2] is not None:
+                self._spans.add(w[3] - w[2])
+        return bool(ws)
+
+    def metrics(self):
+        """The metrics of what was added so far: {name: value}, in the order of
+        :data:`METRICS`."""
+        out = self._figures.values()
+        if self._walls.n:
+            out["wall_per_rep_us"] = self._walls.median() / 1e3
+        if self._marked:
+            spans = self._spans.copy()
+            for w in self._windows:
+                if w[2] is not None:
+                    spans.add(w[3] - w[2])
+            out["gpu_span_us"] = spans.median() / 1e3 if spans.n else None
+            out["repetitions"] = self._walls.n
+        elif self._figures.first_start is not None:
+            f = self._figures
+            out["gpu_span_us"] = (f.last_end - f.first_start) / 1e3
+        if self._header_t is not None and self._footer_t is not None:
+            out["trace_us"] = (self._footer_t - self._header_t) / 1e3
+        return {k: out[k] for k in METRICS if out.get(k) is not None}
+
+    #: the run summary's name for :meth:`metrics`
+    summary = metrics
+
+
+class _Figures:
+    """What the counted records (kernels, copies, runtime calls) give, record by record."""
+
+    def __init__(self):
+        self.kernels = self.copies = self.calls = 0
+        self.first_start = self.last_end = None        # kernels and copies
+        self.last_end_of = {}            # stream (or graph and stream) -> its latest kernel end
+        self.gaps, self.durations = Samples(), Samples()
+        self.launch_api, self.graph_api, self.event_api = Samples(), Samples(), Samples()
+        self.queued_to_submitted, self.submitted_to_start = Samples(), Samples()
+        self.queued_to_start = Samples()
+        self.running = []                # heap: ends of kernels started and still running
+        self.ended = None                # latest end of the kernels no longer in `running`
+        self.most_running = 0
+        self.channels = set()
+        self.largest = {}                # copy kind -> (bytes, -start, record)
+        self.syncs = []                  # synchronize calls still open: [end, start, last end]
+        self.sync_returns = Samples()
+
+    def call(self, r):
+        self.calls += 1
+        name, start, end = r["name"], r["start"], r["end"]
+        if name.startswith("cudaLaunchKernel"):
+            self.launch_api.add(end - start)
+        elif name.startswith("cudaGraphLaunch"):
+            self.graph_api.add(end - start)
+        elif name.startswith("cudaEventRecord"):
+            self.event_api.add(end - start)
+        if "Synchronize" in name:
+            # its figure is the latest kernel end not after its return: kernels that start
+            # later than now may still end before it, so it waits (_retire) until a kernel
+            # starts after its end
+            self._retire(start)
+            last = self.ended
+            for e in self.running:
+                if e <= end and (last is None or e > last):
+                    last = e
+            self.syncs.append([end, start, last])
+
+    def _retire(self, now):
+        """Kernels that ended at or before ``now`` leave ``running`` (every later record is at
+        or after ``now``)."""
+        running = self.running
+        while running and running[0] <= now:
+            e = heapq.heappop(running)
+            if self.ended is None or e > self.ended:
+                self.ended = e
+
+    def _work(self, r):
+        start, end = r["start"], r["end"]
+        if self.first_start is None:
+            self.first_start = start
+        if self.last_end is None or end > self.last_end:
+            self.last_end = end
+        ch = r.get("channel", -1)
+        if ch >= 0:
+            self.channels.add(ch)
+
+    def kernel(self, k):
+        self.kernels += 1
+        self._work(k)
+        start, end = k["start"], k["end"]
+        key = (k["graph_id"], k["stream"]) if k.get("graph_id") else k["stream"]
+        prev = self.last_end_of.get(key)
+        if prev is not None:
+            self.gaps.add(start - prev)
+        self.last_end_of[key] = end
+        self.durations.add(end - start)
+        queued, submitted = k.get("queued"), k.get("submitted")
+        if queued and submitted:
+            self.queued_to_submitted.add(submitted - queued)
+            self.submitted_to_start.add(start - submitted)
+            self.queued_to_start.add(start - queued)
+        if self.syncs:
+            self._kernel_for_syncs(start, end)
+        # most running at once: kernels come in order of start; an end at a time comes
+        # before a start at that time
+        self._retire(start)
+        if end > start:
+            heapq.heappush(self.running, end)
+        elif self.ended is None or end > self.ended:
+            self.ended = end
+        if len(self.running) > self.most_running:
+            self.most_running = len(self.running)
+
+    def _kernel_for_syncs(self, start, end):
+        still = []
+        for s in self.syncs:
+            if start > s[0]:              # this kernel and every later one end after it
+                self._sync_done(s)
+                continue
+            if end <= s[0] and (s[2] is None or end > s[2]):
+                s[2] = end
+            still.append(s)
+        self.syncs = still
+
+    def _sync_done(self, s, into=None):
+        end, start, last = s
+        if last is not None:
+            (into or self.sync_returns).add(end - max(last, start))
+
+    def copy(self, c):
+        self.copies += 1
+        self._work(c)
+        kind = c["copy_kind"]
+        key = (c["bytes"], -c["start"])
+        best = self.largest.get(kind)
+        if best is None or key > best[:2]:
+            self.largest[kind] = key + (c,)
+
+    def values(self):
+        out = {"kernels": self.kernels, "api_calls": self.calls, "copies": self.copies}
+        if self.kernels:
+            out["median_gap_us"] = _median_us(self.gaps)
+            out["median_kernel_us"] = _median_us(self.durations)
+            out["max_concurrent"] = self.most_running
+        out["launch_api_us"] = _median_us(self.launch_api)
+        out["graph_launch_api_us"] = _median_us(self.graph_api)
+        out["event_record_api_us"] = _median_us(self.event_api)
+        out["queued_to_submitted_us"] = _median_us(self.queued_to_submitted)
+        out["submitted_to_start_us"] = _median_us(self.submitted_to_start)
+        out["queued_to_start_us"] = _median_us(self.queued_to_start)
+        if self.channels:
+            out["channels_used"] = len(self.channels)
+        if self.launch_api.n:
+            limit = max(BLOCKED_NS, 10 * self.launch_api.median())
+            out["launches_blocked"] = self.launch_api.count_above(limit)
+        for kind, name in COPY_KIND_NAMES.items():
+            if kind in self.largest:
+                c = self.largest[kind][2]
+                out[f"copy_{name}_gbps"] = c["bytes"] / max(c["end"] - c["start"], 1)
+                out[f"copy_{name}_bytes"] = c["bytes"]
+        returns = self.sync_returns
+        if self.syncs:
+            returns = returns.copy()
+            for s in self.syncs:
+                self._sync_done(s, returns)
+        out["sync_return_us"] = _median_us(returns)
+        return out
+
+
+def _median_us(samples):
+    return samples.median() / 1e3 if samples.n >= MIN_SAMPLES else None
+
+
+class _Column:
+    """Integers appended one by one, 8 bytes each (a list if one is not an integer)."""
+
+    def __init__(self, values=None):
+        self.values = array("q") if values is None else values
+
+    def append(self, v):
+        try:
+            self.values.append(v)
+        except TypeError:
+            self.values = list(self.values) + [v]
+
+    def __len__(self):
+        return len(self.values)
+
+
+class Samples:
+    """Samples kept for a median: a count per distinct value while there are few of them
+    (a model's timeline repeats a few durations millions of times), else a :class:`_Column`.
+    :meth:`median` is ``statistics.median`` of them."""
+
+    DISTINCT = 4096
+
+    def __init__(self):
+        self.n = 0
+        self._counts = {}
+        self._column = None
+
+    def __len__(self):
+        return self.n
+
+    def add(self, v):
+        self.n += 1
+        if self._column is not None:
+            self._column.append(v)
+            return
+        c = self._counts
+        c[v] = c.get(v, 0) + 1
+        if len(c) > self.DISTINCT:
+            col = self._column = _Column()
+            for value, k in c.items():
+                for _ in range(k):
+                    col.append(value)
+            self._counts = None
+
+    def copy(self):
+        s = Samples()
+        s.n = self.n
+        if self._column is None:
+            s._counts = dict(self._counts)
+        else:
+            s._counts = None
+            s._column = _Column(self._column.values[:])
+        return s
+
+    def count_above(self, limit):
+        """How many samples are greater than ``limit``."""
+        if self._column is None:
+            return sum(k for v, k in self._counts.items() if v > limit)
+        return sum(1 for v in self._column.values if v > limit)
+
+    def median(self):
+        n = self.n
+        if n == 0:
+            raise statistics.StatisticsError("no median for empty data")
+        want = [n // 2] if n % 2 else [n // 2 - 1, n // 2]
+        if self._column is None:
+            vals, seen = [], 0
+            for value in sorted(self._counts):
+                seen += self._counts[value]
+                while len(vals) < len(want) and want[len(vals)] < seen:
+                    vals.append(value)
+                if len(vals) == len(want):
+                    break
+        elif isinstance(self._column.values, array):
+            import numpy as np
+            part = np.partition(np.frombuffer(self._column.values, dtype=np.int64), want)
+            vals = [int(part[i]) for i in want]
+        else:
+            ordered = sorted(self._column.values)
+            vals = [ordered[i] for i in want]
+        return vals[0] if n % 2 else (vals[0] + vals[1]) / 2

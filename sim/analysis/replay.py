@@ -16,13 +16,14 @@ Steps: a trace with ``ProfilerStep#`` marks has that many; otherwise the number 
 ``Optimizer.step`` annotations (PyTorch training loops); otherwise 1.
 """
 
+from gpufe.rtl.layouts import COPY_KINDS as _COPY_KIND_CODES
 from gpufe.sim.analysis.traces import read_trace_located, TraceError, GRAPH_LAUNCHES
 from gpufe.sim.host.workload import LIMITS
 
 LAUNCH_NAMES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC")
 SYNC_NAMES = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cuCtxSynchronize",
               "cuStreamSynchronize")
-COPY_KINDS = {1: "h2d", 2: "d2h", 8: "d2d"}
+COPY_KINDS = {code: kind for kind, code in _COPY_KIND_CODES.items()}
 
 
 def count_steps(path, records):

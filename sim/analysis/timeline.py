@@ -5,18 +5,22 @@ A timeline is a list of dicts, one per record, exactly as in ``traces/h200/*.jso
 
 A run keeps its records and orders them at its end (:func:`finish_records`), or, in the
 bounded mode of ``simulate``, hands each one out in the same order as soon as it can
-(:class:`TimelineStream`), gathering the summary as it goes (:class:`TimelineDigest`): the same
-JSONL and the same figures, in memory that does not grow with the run.
+(:class:`TimelineStream`), gathering its metrics as it goes (:class:`TimelineDigest`, from
+``metrics.py``): the same JSONL and the same figures, in memory that does not grow with the
+run.
 """
 
 import heapq
 import json
 import os
 import stat
-import statistics
 import tempfile
-from array import array
 from collections import OrderedDict, deque
+
+# the figures of a timeline have one definition, in metrics.py; a streamed run gathers them
+# with its TimelineDigest
+from gpufe.sim.analysis.metrics import COPY_KIND_NAMES, TimelineDigest, metrics  # noqa: F401
+from gpufe.sim.host.records import CHANNEL_COPY
 
 #: records of one time are ordered by kind, then by correlation id, then as they were made
 ORDER = {"meta": 0, "runtime": 1, "kernel": 2, "memcpy": 3, "sync": 4}
@@ -248,188 +252,41 @@ def kernels(records):
 
 
 def summary(records):
-    """Key figures of a timeline (model or measured)."""
-    return digest(records).summary()
+    """The key figures of a timeline (model or measured): its metrics
+    (:func:`gpufe.sim.analysis.metrics.metrics`), the figures the run summary prints."""
+    return metrics(records)
 
 
-def digest(records):
-    """A :class:`TimelineDigest` of a list of records, in any order: kernels are taken in
-    order of start (stable), everything else as listed."""
-    d = TimelineDigest()
-    for k in sorted(kernels(records), key=lambda r: r["start"]):
-        d.add(k)
+#: CUPTI channel type of the copy engines' own channels (compute channels are 1)
+
+
+def track_names(records, stream_names=None):
+    """Perfetto track names: ({stream id: name}, {channel: name}). A stream is named as in
+    the workload (``stream_names``: id -> name), else ``stream ID``; a channel that ran copies
+    as a copy engine's channel (channel type 2) is ``copy channel N (H2D)`` (its copy kinds),
+    any other ``channel N``."""
+    streams, copy_kinds = {}, {}
     for r in records:
-        if r["kind"] != "kernel":
-            d.add(r)
-    return d
+        if r["kind"] not in ("kernel", "memcpy"):
+            continue
+        sid = r["stream"]
+        if sid not in streams:
+            name = (stream_names or {}).get(sid)
+            streams[sid] = name if name is not None else f"stream {sid}"
+        kinds = copy_kinds.setdefault(r["channel"], [])
+        if r["kind"] == "memcpy" and r.get("channel_type") == CHANNEL_COPY:
+            kind = COPY_KIND_NAMES.get(r["copy_kind"], f"kind {r['copy_kind']}").upper()
+            if kind not in kinds:
+                kinds.append(kind)
+    channels = {c: f"copy channel {c} ({'/'.join(kinds)})" if kinds else f"channel {c}"
+                for c, kinds in copy_kinds.items()}
+    return streams, channels
 
 
-class _Column:
-    """Integers appended one by one, 8 bytes each (a list if one is not an integer)."""
-
-    def __init__(self):
-        self.values = array("q")
-
-    def append(self, v):
-        try:
-            self.values.append(v)
-        except TypeError:
-            self.values = list(self.values) + [v]
-
-    def __len__(self):
-        return len(self.values)
-
-
-class Samples:
-    """Samples kept for a median: a count per distinct value while there are few of them
-    (a model's timeline repeats a few durations millions of times), else a :class:`_Column`.
-    :meth:`median` is ``statistics.median`` of them."""
-
-    DISTINCT = 4096
-
-    def __init__(self):
-        self.n = 0
-        self._counts = {}
-        self._column = None
-
-    def __len__(self):
-        return self.n
-
-    def add(self, v):
-        self.n += 1
-        if self._column is not None:
-            self._column.append(v)
-            return
-        c = self._counts
-        c[v] = c.get(v, 0) + 1
-        if len(c) > self.DISTINCT:
-            col = self._column = _Column()
-            for value, k in c.items():
-                for _ in range(k):
-                    col.append(value)
-            self._counts = None
-
-    def median(self):
-        n = self.n
-        if n == 0:
-            raise statistics.StatisticsError("no median for empty data")
-        want = [n // 2] if n % 2 else [n // 2 - 1, n // 2]
-        if self._column is None:
-            vals, seen = [], 0
-            for value in sorted(self._counts):
-                seen += self._counts[value]
-                while len(vals) < len(want) and want[len(vals)] < seen:
-                    vals.append(value)
-                if len(vals) == len(want):
-                    break
-        elif isinstance(self._column.values, array):
-            import numpy as np
-            part = np.partition(np.frombuffer(self._column.values, dtype=np.int64), want)
-            vals = [int(part[i]) for i in want]
-        else:
-            ordered = sorted(self._column.values)
-            vals = [ordered[i] for i in want]
-        return vals[0] if n % 2 else (vals[0] + vals[1]) / 2
-
-
-class TimelineDigest:
-    """The figures of :func:`summary` and of the one-screen summary, gathered one record at
-    a time, so that a streamed run needs no list of its records. Kernels must come in order
-    of start (a timeline's order is); the other records in timeline order."""
-
-    def __init__(self):
-        self.kernels = 0
-        self.runtime_calls = 0
-        self.copies = {}                 # copy_kind -> [count, first of the largest]
-        self.end = None                  # the footer's time
-        self._begins, self._ends = _Column(), _Column()      # rep_begin / rep_end marks
-        self._first_start = None
-        self._last_end = None
-        self._stream_end = {}            # stream -> end of its latest kernel
-        self._gaps, self._durations, self._latency = Samples(), Samples(), Samples()
-        self._launch_api, self._graph_api = Samples(), Samples()
-        self._blocked = 0
-        self._ends_running = []          # heap: ends of kernels started and running
-        self._max_concurrent = 0
-        self._channels = set()
-
-    def add(self, r):
-        kind = r["kind"]
-        if kind == "kernel":
-            self._kernel(r)
-        elif kind == "runtime":
-            self.runtime_calls += 1
-            name = r["name"]
-            if name.startswith("cudaGraphLaunch"):
-                self._graph_api.add(r["end"] - r["start"])
-            elif name.startswith("cudaLaunchKernel"):
-                self._launch_api.add(r["end"] - r["start"])
-                self._blocked += bool(r.get("blocked"))
-        elif kind == "memcpy":
-            c = self.copies.setdefault(r["copy_kind"], [0, None])
-            c[0] += 1
-            if c[1] is None or r["bytes"] > c[1]["bytes"]:
-                c[1] = r
-        elif kind == "meta":
-            what = r["what"]
-            if what == "rep_begin":
-                self._begins.append(r["t"])
-            elif what == "rep_end":
-                self._ends.append(r["t"])
-            elif what == "footer":
-                self.end = r["t"]
-
-    def _kernel(self, k):
-        self.kernels += 1
-        start, end = k["start"], k["end"]
-        if self._first_start is None:
-            self._first_start = start
-        self._last_end = end if self._last_end is None else max(self._last_end, end)
-        prev = self._stream_end.get(k["stream"])
-        if prev is not None:
-            self._gaps.add(start - prev)
-        self._stream_end[k["stream"]] = end
-        self._durations.add(end - start)
-        if k.get("submitted"):
-            self._latency.add(start - k["submitted"])
-        # most running at once, as metrics.max_concurrent counts it: an end at a time comes
-        # before a start at that time
-        running = self._ends_running
-        while running and running[0] <= start:
-            heapq.heappop(running)
-        if end > start:
-            heapq.heappush(running, end)
-        self._max_concurrent = max(self._max_concurrent, len(running))
-        self._channels.add(k["channel"])
-
-    def summary(self):
-        out = {"kernels": self.kernels}
-        n = min(len(self._begins), len(self._ends))
-        if n:
-            walls = Samples()
-            for b, e in zip(self._begins.values[:n], self._ends.values[:n]):
-                walls.add(e - b)
-            out["wall_per_rep_us"] = walls.median() / 1e3
-        if self.kernels:
-            out["gpu_span_us"] = (self._last_end - self._first_start) / 1e3
-            if self._gaps.n:
-                out["median_gap_us"] = self._gaps.median() / 1e3
-            out["median_kernel_us"] = self._durations.median() / 1e3
-            if self._latency.n:
-                out["submitted_to_start_us"] = self._latency.median() / 1e3
-            out["max_concurrent"] = self._max_concurrent
-            out["channels_used"] = len(self._channels)
-        if self._graph_api.n:
-            out["graph_launch_api_us"] = self._graph_api.median() / 1e3
-        if self._launch_api.n:
-            out["launch_api_us"] = self._launch_api.median() / 1e3
-            out["launches_blocked"] = self._blocked
-        return out
-
-
-def perfetto(records):
+def perfetto(records, stream_names=None):
     """Chrome trace JSON (ui.perfetto.dev): the CPU thread, a track per stream and per
-    channel, and a flow arrow from each API call to the kernel or copy it launched."""
+    channel (named by :func:`track_names`; ``stream_names``: stream id -> its name in the
+    workload), and a flow arrow from each API call to the kernel or copy it launched."""
     ev = []
     pid_cpu, pid_stream, pid_chan = 1, 2, 3
     ev += [{"ph": "M", "pid": pid_cpu, "name": "process_name", "args": {"name": "CPU"}},
@@ -438,6 +295,7 @@ def perfetto(records):
             "args": {"name": "Hardware channels"}}]
     us = lambda ns: ns / 1000.0
     calls = {}
+    stream_tracks, channel_tracks = track_names(records, stream_names)
     seen_streams, seen_chans = set(), set()
     for r in records:
         if r["kind"] == "runtime":
@@ -456,12 +314,12 @@ def perfetto(records):
             continue
         name = r["name"] if r["kind"] == "kernel" else f"memcpy {r['bytes']} B"
         args = {k: r[k] for k in ("corr", "queued", "submitted", "grid", "block") if k in r}
-        for pid, tid, seen, label in ((pid_stream, r["stream"], seen_streams, "stream"),
-                                      (pid_chan, r["channel"], seen_chans, "channel")):
+        for pid, tid, seen, names in ((pid_stream, r["stream"], seen_streams, stream_tracks),
+                                      (pid_chan, r["channel"], seen_chans, channel_tracks)):
             if tid not in seen:
                 seen.add(tid)
                 ev.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name",
-                           "args": {"name": f"{label} {tid}"}})
+                           "args": {"name": names[tid]}})
             ev.append({"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": us(r["start"]),
                        "dur": us(r["end"] - r["start"]), "args": args})
         call = calls.get(r["corr"])

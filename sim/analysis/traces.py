@@ -25,6 +25,7 @@ import math
 import pathlib
 import zlib
 
+from gpufe.rtl.layouts import COPY_KINDS
 from gpufe.sim.host.workload import decode_utf8, parse_json, show, _check_text
 
 
@@ -56,7 +57,8 @@ _OPT_INT = {"corr", "stream", "channel", "channel_type", "graph_id", "graph_node
             "event", "bytes", "copy_kind"}
 _OPT_INT_OR_NULL = {"queued", "submitted"}
 #: CUPTI copy kinds by Kineto's memcpy names
-_COPY_KINDS = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "HtoH": 16, "PtoP": 10}
+_COPY_KINDS = {"HtoD": COPY_KINDS["h2d"], "DtoH": COPY_KINDS["d2h"], "DtoD": COPY_KINDS["d2d"],
+               "HtoH": 16, "PtoP": 10}
 #: calls whose kernels and copies share the call's correlation id
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 
@@ -436,7 +438,7 @@ def _kineto(path):
                     or not 0 <= nbytes <= MAX_INT:
                 raise TraceError(f"{where}: args.bytes must be a whole number of bytes "
                                  f"0..2^63-1, not {show(nbytes)}")
-            kind = next((v for k, v in _COPY_KINDS.items() if k in name), 8)
+            kind = next((v for k, v in _COPY_KINDS.items() if k in name), COPY_KINDS["d2d"])
             out.append({"kind": "memcpy", "copy_kind": kind, "bytes": int(nbytes),
                         "corr": corr, "stream": stream, "channel": -1, "channel_type": 2,
                         "start": start, "end": end, "graph_id": 0, "graph_node": 0})

@@ -115,34 +115,56 @@ def write_json(rows, path):
         json.dump({"rows": rows, "summary": error_summary(rows)}, f, indent=1)
 
 
-def plot(rows, path):
-    """Model against measured, one point per row, log-log, with the +-25% band."""
+def figure(rows):
+    """Model against measured, one point per row (coloured by metric), on log axes so that
+    nanosecond, microsecond and millisecond values all show, over the +-25% band and the
+    diagonal (drawn beneath the points: the band would hide most of them). Rows with a zero
+    or negative value cannot be placed on log axes and are left out (the title says how
+    many). Returns the matplotlib figure."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     pts = [(r["measured"], r["model"], r["metric"]) for r in rows
            if r["measured"] > 0 and r["model"] > 0]
     fig, ax = plt.subplots(figsize=(7, 7))
-    metrics_seen = sorted({p[2] for p in pts})
-    cmap = plt.get_cmap("tab20")
-    for i, m in enumerate(metrics_seen):
-        xs = [p[0] for p in pts if p[2] == m]
-        ys = [p[1] for p in pts if p[2] == m]
-        ax.scatter(xs, ys, s=14, color=cmap(i % 20), label=m)
-    lo = min(min(p[0], p[1]) for p in pts) / 2
-    hi = max(max(p[0], p[1]) for p in pts) * 2
-    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.9")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    if pts:
+        lo = min(min(p[0], p[1]) for p in pts) / 2
+        hi = max(max(p[0], p[1]) for p in pts) * 2
+    else:
+        lo, hi = 0.1, 10.0
+    # beneath everything: the band, then the diagonal, then the points
+    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.88",
+                    lw=0, zorder=0, label="model within 25%")
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, zorder=1)
+    cmap = plt.get_cmap("tab20")
+    for i, m in enumerate(sorted({p[2] for p in pts})):
+        xs = [p[0] for p in pts if p[2] == m]
+        ys = [p[1] for p in pts if p[2] == m]
+        ax.scatter(xs, ys, s=14, color=cmap(i % 20), label=m, zorder=2)
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured (H200)")
+    ax.set_aspect("equal")
+    ax.set_xlabel("measured (H200; us, GB/s or count, by metric)")
     ax.set_ylabel("model")
     s = error_summary(rows)
-    ax.set_title(f"gpufe vs H200: {s['rows']} comparisons, median |error| "
-                 f"{100 * s['median_abs_rel_error']:.1f}%")
+    left_out = len(rows) - len(pts)
+    ax.set_title(f"gpufe vs H200: {s['rows']} comparisons"
+                 + (f", median |error| {100 * s['median_abs_rel_error']:.1f}%" if rows else "")
+                 + (f"\n({left_out} with a zero value not shown)" if left_out else ""),
+                 fontsize=10)
     ax.legend(fontsize=6, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def plot(rows, path):
+    """Writes :func:`figure` to ``path`` (PNG, or any format matplotlib knows by its
+    extension)."""
+    fig = figure(rows)
+    import matplotlib.pyplot as plt
+    try:
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)

@@ -25,9 +25,18 @@ an offered output stops the run; the clock edge; taken inputs leave their queues
 
 :class:`PysimBackend` is Amaranth's Python simulator; :class:`gpufe.sim.cosim.compiled.CxxrtlBackend`
 runs the same loop in C++ over the design compiled by Yosys CXXRTL.
+
+Waveforms: :class:`PysimBackend` writes a VCD of the whole run (``vcd`` a path) or of a window
+of it (``vcd`` a :class:`VcdWindow`). A window is traced only while it lasts: the run goes
+without tracing (at full speed) until the window's first cycle (a time jump stops there, so
+that cycle is clocked), then Amaranth's VCD writer is opened (its first values are the design's
+state then), and closed after the window's last cycle. Tracing only observes: the timeline is
+the same.
 """
 
 from collections import deque
+from dataclasses import dataclass
+import sys
 
 from amaranth.hdl import Value
 from amaranth.lib import data, enum
@@ -36,6 +45,61 @@ from amaranth.sim import Simulator
 INPUT_STREAMS = ("mmio", "dma_read_resp", "compute_done", "copy_done")
 OUTPUT_STREAMS = ("dma_read_req", "dma_write", "compute", "copy")
 BUSY_CAP = 50_000_000        # cycles the RTL may stay busy with nothing external happening
+_NEVER = 1 << 127            # a cycle no run reaches
+
+
+@dataclass(frozen=True)
+class VcdWindow:
+    """A VCD of part of a run: the cycles whose time (in ns, as in the timeline and the ``now``
+    signal) lies in ``from_ns`` .. ``to_ns``, both included (``to_ns`` None: to the run's
+    end). The file's times count from the window's first cycle (clocked cycles only: the
+    simulator jumps over idle stretches; ``now`` says the model's time)."""
+    path: str
+    from_ns: int = 0
+    to_ns: int = None
+
+    def __post_init__(self):
+        if self.from_ns < 0:
+            raise ValueError(f"VCD window from {self.from_ns} ns: must be at least 0")
+        if self.to_ns is not None and self.to_ns < self.from_ns:
+            raise ValueError(f"VCD window from {self.from_ns} ns to {self.to_ns} ns: the end is "
+                             f"before the start")
+
+    def cycles(self, cycle_ps):
+        """First and last cycle of the window (cycle ``c`` is at ``c * cycle_ps`` ps)."""
+        first = -(-self.from_ns * 1000 // cycle_ps)
+        last = _NEVER if self.to_ns is None else self.to_ns * 1000 // cycle_ps
+        return first, last
+
+    def __fspath__(self):
+        return self.path
+
+    def __str__(self):
+        return self.path
+
+
+class _WindowVcdFile:
+    """The VCD text as Amaranth's writer (pyvcd) makes it, its timestamps counted from
+    ``start_fs``, the simulator time at which the window opened. pyvcd writes whole lines,
+    a timestamp line (``#T``) alone or followed by one value line; its first timestamp,
+    before the initial values, is 0 and stays 0."""
+
+    def __init__(self, f, start_fs):
+        self.f, self.start, self.last = f, start_fs, None
+
+    def write(self, text):
+        if text.startswith("#"):
+            stamp, _, rest = text[1:].partition("\n")
+            t = max(int(stamp) - self.start, 0)
+            if t != self.last:                  # the window's first changes go at 0 too
+                self.last = t
+                self.f.write(f"#{t}\n")
+            text = rest
+        if text:
+            self.f.write(text)
+
+    def flush(self):
+        self.f.flush()
 
 
 class Record:
@@ -101,6 +165,11 @@ class PysimBackend(BackendBase):
         self.settings = {}         # configuration inputs driven for the whole run
         self._offers = ()
         self.last_idle = self.quiet = True
+        # a windowed VCD: the cycle at which it opens, and the one at which it closes
+        self._vcd_open_at = self._vcd_close_at = self._vcd_last = _NEVER
+        self._vcd_trace = self._vcd_file = None
+        if isinstance(vcd, VcdWindow):
+            self._vcd_open_at, self._vcd_last = vcd.cycles(cycle_ps)
 
     def push(self, port, cycle, payload):
         self._queues[port].append((cycle, self.pack(f"{port}__payload", payload)))
@@ -140,11 +209,55 @@ class PysimBackend(BackendBase):
                 until = harness(self, reason)
 
         sim.add_testbench(testbench)
-        if self.vcd:
+        self._sim = sim
+        if isinstance(self.vcd, VcdWindow):
+            try:
+                sim.run()
+            finally:
+                if self._vcd_close_at != _NEVER:        # the window lasts to the end
+                    self._close_window()
+            if self._vcd_file is None:
+                self._window_after_the_run()
+        elif self.vcd:
             with sim.write_vcd(self.vcd):
                 sim.run()
         else:
             sim.run()
+
+    def _open_window(self, c):
+        """The window starts at cycle ``c``, whose inputs are set: trace from now on."""
+        self._vcd_open_at = _NEVER
+        if c > self._vcd_last:
+            return
+        # Simulator.write_vcd refuses to start once simulation time has advanced (Amaranth 0.5;
+        # its source asks whether the restriction can be lifted). Its engine's writer, which
+        # write_vcd returns after that check, does not need it: it registers every signal and
+        # memory row with its value at the time it is opened, and records every change after.
+        # tests/sim/test_vcd.py checks the window against a VCD of the whole run.
+        engine = self._sim._engine
+        self._vcd_file = open(self.vcd.path, "w")
+        self._vcd_trace = engine.write_vcd(
+            vcd_file=_WindowVcdFile(self._vcd_file, engine.now), gtkw_file=None, traces=(),
+            fs_per_delta=0)
+        self._vcd_trace.__enter__()
+        self._vcd_close_at = self._vcd_last + 1
+
+    def _close_window(self):
+        self._vcd_close_at = _NEVER
+        try:
+            self._vcd_trace.__exit__(None, None, None)
+        finally:
+            self._vcd_file.close()
+
+    def _window_after_the_run(self):
+        """The run ended before the window began: the design would stay as it is now (idle,
+        nothing due), so the VCD holds that state, and a line on stderr says so."""
+        ns = self.cycle * self.cycle_ps // 1000
+        print(f"gpufe: the run ended at {ns} ns, before the VCD window ({self.vcd.from_ns} "
+              f"ns); {self.vcd.path} holds the final state only", file=sys.stderr)
+        self._vcd_last = _NEVER
+        self._open_window(self.cycle)
+        self._close_window()
 
     async def _run(self, ctx, ports, until, consume):
         dut = self.dut
@@ -158,6 +271,8 @@ class PysimBackend(BackendBase):
             else:
                 if until is not None and c >= until:
                     return "until", False
+                if c >= self._vcd_close_at:
+                    self._close_window()
                 # offer due inputs
                 offered = []
                 for n, q in self._queues.items():
@@ -170,6 +285,8 @@ class PysimBackend(BackendBase):
                 write_ready = c >= self._write_ready
                 ctx.set(dut.dma_write.ready, write_ready)
                 ctx.set(dut.now, c * self.cycle_ps // 1000)
+                if c >= self._vcd_open_at:
+                    self._open_window(c)
                 # settled outputs: an offered transfer goes to the host first
                 if (ctx.get(dut.dma_read_req.valid) or ctx.get(dut.compute.valid)
                         or ctx.get(dut.copy.valid)
@@ -193,6 +310,8 @@ class PysimBackend(BackendBase):
                     target = until if target is None else min(target, until)
                 if target is None:
                     return "idle", False
+                # a VCD window starts at a clocked cycle
+                target = min(target, self._vcd_open_at)
                 if self.jumps and target > c + 1:
                     self.stats["jumps"] += 1
                     self.stats["jumped_cycles"] += target - c - 1

@@ -188,8 +188,11 @@ def _compile(progress, cxx, args, what):
 def cached_library(dut):
     """Path of the cached shared library for ``dut`` when its sources are known, else None
     (nothing is converted or built)."""
-    cxx = _compiler()
-    alias = _cache_dir() / "by-source" / source_key(dut, cxx)
+    return _library_by_source(source_key(dut, _compiler()))
+
+
+def _library_by_source(skey):
+    alias = _cache_dir() / "by-source" / skey
     if not alias.exists():
         return None
     lib = _cache_dir() / alias.read_text().strip() / _library_name()
@@ -200,21 +203,32 @@ def _library_name():
     return f"libfrontend-{hashlib.sha256(SHIM.read_bytes()).hexdigest()[:12]}.so"
 
 
+def built_once(lock, find, make, progress):
+    """What ``find()`` returns, or else what ``make()`` returns, made by one process (or thread)
+    at a time: ``make`` runs holding an exclusive lock on the file ``lock``, and only if
+    ``find()``, asked again once the lock is held, still returns None (so that a process
+    that waited for another one's build takes it instead of building it again)."""
+    found = find()
+    if found is not None:
+        return found
+    with _locked(lock, progress):
+        found = find()              # made by the process we waited for
+        if found is not None:
+            progress.stage(f"built meanwhile by another process: {found}")
+            return found
+        return make()
+
+
 def build(dut, log=None):
     """Path of the shared library for ``dut``, building what is not cached: the design object
     (Amaranth to RTLIL, Yosys to C++, the long g++ run: once per design) and the shim linked
     with it. ``log`` gets a line per stage and, during long stages, their elapsed time."""
-    lib = cached_library(dut)
-    if lib is not None:
-        return lib
     progress = _Progress(log)
     cxx = _compiler()
     cache = _cache_dir()
     skey = source_key(dut, cxx)
-    with _locked(cache / "by-source" / f"{skey}.lock", progress):
-        lib = cached_library(dut)        # built by the process we waited for
-        if lib is not None:
-            return lib
+
+    def make():
         progress.stage(f"converting the FrontEnd ({dut.cfg.channels} channels) to RTLIL")
         text, bare = design_text(dut)
         out = cache / design_key(bare, cxx)
@@ -224,8 +238,31 @@ def build(dut, log=None):
         tmp = alias.with_suffix(".tmp")
         tmp.write_text(out.name + "\n")
         tmp.rename(alias)
-    progress.stage(f"done: {lib}")
-    return lib
+        progress.stage(f"done: {lib}")
+        return lib
+
+    return built_once(cache / "by-source" / f"{skey}.lock", lambda: _library_by_source(skey),
+                      make, progress)
+
+
+def build_for(params, max_connections=None, log=None):
+    """The compiled model a run with parameter set ``params`` and ``max_connections`` (default:
+    the set's) uses, built if it is not cached: (path of the library, whether it was cached).
+    The FrontEnd is made as the co-simulation makes it."""
+    from gpufe.rtl.frontend import FrontEnd
+    dut = FrontEnd(params.frontend_config(max_connections))
+    _elaborated_elsewhere(dut)
+    lib = cached_library(dut)
+    if lib is not None:
+        return lib, True
+    return build(dut, log), False
+
+
+def _elaborated_elsewhere(dut):
+    """Amaranth warns of a design object it never elaborated: a cached build is never
+    converted here, so say it is used."""
+    for part in (dut, dut.doorbell, dut.fetcher, dut.fifo, dut.cp, dut.syncpoint, dut.walker):
+        part._MustUse__silence = True
 
 
 def _build_design(out, text, cxx, progress):
@@ -264,10 +301,9 @@ class CxxrtlBackend(BackendBase):
 
     def __init__(self, dut, cycle_ps, jumps=True, log=None):
         super().__init__(dut, cycle_ps, jumps)
+        # a first run for a design builds it: its progress lines go to stderr
         path = build(dut, log or (lambda m: print(m, file=sys.stderr)))
-        # Amaranth never elaborates the design here (the library is cached): say it is used
-        for part in (dut, dut.doorbell, dut.fetcher, dut.fifo, dut.cp, dut.syncpoint, dut.walker):
-            part._MustUse__silence = True
+        _elaborated_elsewhere(dut)
         self.lib = lib = ctypes.CDLL(str(path))
         vp, u64, i32 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int
         words = ctypes.POINTER(ctypes.c_uint32)

@@ -1,5 +1,12 @@
 """Behavioural back end: the compute work distributor with its SMs, and the copy engines.
 
+Launch: the front end hands an engine only the address of the work's descriptor (a launch
+descriptor, as the compute front end reads a QMD, or a copy descriptor); the engines read and
+decode it from host memory as they take the work (:class:`DescriptorReader`), with the layouts
+of ``rtl/layouts.py``. A graph node's per-launch fields come from its graph's launch queue. A
+stream's descriptor goes back to the driver's pool once read: the driver may reuse it from
+then on.
+
 Compute: a dispatched kernel becomes eligible ``launch_latency_ns`` later. The work
 distributor places one block every ``block_dispatch_ns`` onto an SM that has room (threads and
 blocks per SM), up to ``max_resident_kernels`` kernels at once. When a slot frees, blocks of
@@ -11,15 +18,69 @@ Copy: one engine per direction (H2D, D2H, D2D), each a FIFO; a copy takes
 ``copy_latency_ns + bytes / bandwidth``.
 """
 
+import functools
 from collections import deque
 from dataclasses import dataclass
 
+from gpufe.rtl.layouts import (LaunchDescriptor, LAUNCH_DESCRIPTOR_DWORDS, CopyDescriptor,
+                               COPY_DESCRIPTOR_DWORDS, CopyKind, GraphLaunchQueue,
+                               GRAPH_LAUNCH_QUEUE_DWORDS, GraphLaunchRecord,
+                               GRAPH_LAUNCH_RECORD_DWORDS, struct_fields)
 from gpufe.sim.cosim.events import ps
+
+
+def decode(layout, dwords):
+    """A flat struct's fields from its dwords (lowest first): ``{name: int}``, reserved
+    (``_``) fields left out, signed fields sign-extended."""
+    within, across, signs = _decode_table(layout)
+    out = {name: (dwords[i] >> shift) & mask for name, i, shift, mask in within}
+    for name, i, n, shift, mask in across:
+        value = dwords[i] | dwords[i + 1] << 32
+        for k in range(2, n):
+            value |= dwords[i + k] << (32 * k)
+        out[name] = (value >> shift) & mask
+    for name, sign in signs:
+        if out[name] & sign:
+            out[name] -= sign << 1
+    return out
+
+
+@functools.cache
+def _decode_table(layout):
+    """Fields within one dword: (name, dword, shift, mask); fields across several: (name,
+    first dword, dwords, shift, mask); signed fields: (name, sign bit)."""
+    within, across, signs = [], [], []
+    for name, (offset, width, signed) in struct_fields(layout).items():
+        if name[0] == "_":
+            continue
+        i, shift = divmod(offset, 32)
+        n = (shift + width + 31) // 32
+        if n == 1:
+            within.append((name, i, shift, (1 << width) - 1))
+        else:
+            across.append((name, i, n, shift, (1 << width) - 1))
+        if signed:
+            signs.append((name, 1 << (width - 1)))
+    return tuple(within), tuple(across), tuple(signs)
+
+
+_COPY_KIND_NAMES = {k.value: k.name.lower() for k in CopyKind}
+
+
+def _byte_offset(layout, name):
+    offset, width, _ = struct_fields(layout)[name]
+    assert offset % 32 == 0 and width in (32, 64)
+    return offset // 8
+
+
+_QUEUE_HEAD = _byte_offset(GraphLaunchQueue, "head")
+_QUEUE_LEFT = _byte_offset(GraphLaunchQueue, "left")
+_RECORD_NEXT = _byte_offset(GraphLaunchRecord, "next")
 
 
 @dataclass
 class Kernel:
-    key: object                 # whatever the harness uses to find it again
+    key: object                 # (channel, seq, node, graph) of its dispatch: its completion
     blocks: int
     threads: int                # per block
     block_ns: float
@@ -32,6 +93,8 @@ class Kernel:
     end: int = None
     graph: bool = False         # launched by the graph walker
     release: tuple = None       # (syncpoint, value) set as it completes (its launch's release)
+    launch: dict = None         # its decoded descriptor (and graph launch): the activity record
+    dispatched: int = None      # ns, when the front end dispatched it
 
 
 class ComputeEngine:
@@ -138,6 +201,65 @@ class Copy:
     nbytes: int
     start: int = None
     end: int = None
+    launch: dict = None         # its decoded copy descriptor (and graph launch)
+    dispatched: int = None
+
+
+class DescriptorReader:
+    """What the engines read from host memory as they take work from the front end.
+
+    ``pool``: the driver's pool of descriptor blocks (``BlockPool``): a stream's descriptor,
+    and a graph launch's record once the launch after it has begun, are given back to it
+    after they are read, never before."""
+
+    def __init__(self, mem, pool):
+        self.mem = mem
+        self.pool = pool
+
+    def kernel(self, address, key, graph):
+        """The kernel a compute dispatch launches: its launch descriptor at ``address``."""
+        d = decode(LaunchDescriptor, self.mem.read_dwords(address, LAUNCH_DESCRIPTOR_DWORDS))
+        if graph:
+            d.update(self._graph_launch(d["graph_launches"] << 8))
+        else:
+            self.pool.give(address)
+        release = (d["release_index"], d["release_value"]) if d["release_enable"] else None
+        return Kernel(key, d["grid_x"] * d["grid_y"] * d["grid_z"],
+                      d["block_x"] * d["block_y"] * d["block_z"], d["block_ps"] / 1000,
+                      priority=-d["priority"], release=release, launch=d)
+
+    def copy(self, address, key, graph):
+        """The copy a copy dispatch starts: its copy descriptor at ``address`` (the record's
+        source offset, with ``COPY_FLAG_DESCRIPTOR``)."""
+        d = decode(CopyDescriptor, self.mem.read_dwords(address, COPY_DESCRIPTOR_DWORDS))
+        if graph:
+            d.update(self._graph_launch(d["graph_launches"] << 8))
+        else:
+            self.pool.give(address)
+        kind = _COPY_KIND_NAMES.get(d["kind"])
+        if kind is None:
+            raise ValueError(f"copy descriptor at {address:#x}: unknown kind {d['kind']}")
+        return Copy(key, kind, d["length"], launch=d)
+
+    def _graph_launch(self, queue):
+        """The per-launch fields of the graph launch a node dispatch belongs to: the head of
+        the graph's launch queue at ``queue``, advanced first when the head launch has had
+        all its nodes dispatched."""
+        mem = self.mem
+        q = decode(GraphLaunchQueue, mem.read_dwords(queue, GRAPH_LAUNCH_QUEUE_DWORDS))
+        head, left = q["head"], q["left"]
+        if left == 0:
+            nxt = mem.read64(head + _RECORD_NEXT)
+            if nxt == 0:
+                raise RuntimeError(f"a node of the graph whose launch queue is at {queue:#x} "
+                                   f"was dispatched, but no launch of it is queued")
+            self.pool.give(head)        # the launch before it has had all its nodes
+            head, left = nxt, q["nodes"]
+            mem.write64(queue + _QUEUE_HEAD, head)
+        mem.write_dword(queue + _QUEUE_LEFT, left - 1)
+        r = decode(GraphLaunchRecord, mem.read_dwords(head, GRAPH_LAUNCH_RECORD_DWORDS))
+        return {"correlation_id": r["correlation_id"], "stream_id": r["stream_id"],
+                "priority": r["priority"]}
 
 
 class CopyEngines:

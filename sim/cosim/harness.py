@@ -14,17 +14,21 @@ The CPU thread is a generator that yields what it waits for:
   whenever host memory or a channel's free space changes. If nothing can ever change it (the
   event queue is empty and the RTL is idle), the run stops with :class:`Deadlock` naming
   ``why``.
+
+What the front end dispatches is an address: the engines read the work's descriptor from host
+memory as they take it (``engines.DescriptorReader``), so that the co-simulation needs none of
+the driver's Python objects. Whoever wants to know of the work (the driver model's timeline,
+``sim/host/records.py``) sets ``activity``: an object told ``dispatched(job, now_ns)`` and
+``done(job)``.
 """
 
 import gc
 import sys
-from collections import deque, defaultdict
 
 from gpufe.rtl.frontend import FrontEnd
-from gpufe.rtl.layouts import (ChannelReg, CHANNEL_REGS, COPY_FLAG_DESCRIPTOR,
-                               LAUNCH_DESCRIPTOR_ALIGN)
+from gpufe.rtl.layouts import ChannelReg, CHANNEL_REGS, COPY_FLAG_DESCRIPTOR, DESCRIPTOR_ALIGN
 from gpufe.sim.cosim.backend import PysimBackend
-from gpufe.sim.cosim.engines import ComputeEngine, CopyEngines
+from gpufe.sim.cosim.engines import ComputeEngine, CopyEngines, DescriptorReader
 from gpufe.sim.cosim.events import EventQueue, ps
 from gpufe.sim.cosim.hostmem import HostMemory, BlockPool
 
@@ -64,18 +68,13 @@ class CoSim:
         self._visible_ps = ps(params.host_write_visible_ns)
         self._dma_step_ps = max(self.cycle_ps, ps(4 / params.dma_read_bytes_per_ns))
         self._mmio_due = 0                # cycle of the latest MMIO write queued
-        # launch descriptors (QMDs): taken by a launch, given back once its kernel is dispatched
-        self.descriptors = BlockPool(self.mem, LAUNCH_DESCRIPTOR_ALIGN, LAUNCH_DESCRIPTOR_ALIGN)
-        # what a dispatch refers to; an entry goes at its dispatch
-        self.launches = {}                # descriptor address -> (Kernel, record)
-        self.copy_jobs = {}               # dst address -> (Copy, record)
-        # graph nodes: (descriptor address, channel) -> (Kernel or Copy, record) per launch, in
-        # order: launches of one channel reach the walker in channel order, but a launch on
-        # another channel may overtake them (one blocked behind an acquire)
-        self.graph_launches = defaultdict(deque)
+        # the driver's descriptor blocks (launch and copy descriptors, graph launch records):
+        # taken by the driver, given back by the engines once they have read them
+        self.descriptors = BlockPool(self.mem, DESCRIPTOR_ALIGN, DESCRIPTOR_ALIGN)
+        self.reader = DescriptorReader(self.mem, self.descriptors)
         self.segment_ends = {}            # push-buffer byte address past a segment -> callback
-        # told of every kernel and copy dispatched and ended (a streamed timeline), or None
-        self.jobs = None
+        # told of every kernel and copy dispatched and ended, or None
+        self.activity = None
         # CPU thread
         self._cpu = None
         self._cpu_wait = None
@@ -168,13 +167,13 @@ class CoSim:
 
     def _kernel_done(self, kernel):
         self._completion("compute_done", kernel.key, kernel.release)
-        if self.jobs is not None:
-            self.jobs.done(kernel)
+        if self.activity is not None:
+            self.activity.done(kernel)
 
     def _copy_done(self, copy):
         self._completion("copy_done", copy.key)
-        if self.jobs is not None:
-            self.jobs.done(copy)
+        if self.activity is not None:
+            self.activity.done(copy)
 
     # -- the harness: called by the backend whenever it stops -------------------------------------
 
@@ -218,26 +217,26 @@ class CoSim:
             self.ev.at(t + self._visible_ps, self._host_write,
                        w.address, w.data, w.wide)
         if "compute" in offers:
+            # the engine reads the launch descriptor now, as it takes the launch: from here on
+            # the driver may reuse its block
             rec = b.get("compute__payload")
-            if rec.graph:
-                kernel, record = self.graph_launches[rec.descriptor, rec.channel].popleft()
-            else:
-                kernel, record = self.launches.pop(rec.descriptor)
-                record["_dispatched"] = t // 1000
-                self.descriptors.give(rec.descriptor)     # the front end is done with it
-            kernel.key = (rec.channel, rec.seq, rec.node, rec.graph)
-            if self.jobs is not None:
-                self.jobs.dispatched(kernel, record, self.ev.now // 1000)
+            kernel = self.reader.kernel(rec.descriptor, (rec.channel, rec.seq, rec.node,
+                                                         rec.graph), rec.graph)
+            kernel.dispatched = t // 1000
+            if self.activity is not None:
+                self.activity.dispatched(kernel, self.ev.now // 1000)
             self.compute.launch(kernel, graph=bool(rec.graph))
         if "copy" in offers:
             rec = b.get("copy__payload")
-            if rec.flags & COPY_FLAG_DESCRIPTOR:
-                job, record = self.graph_launches[rec.src, rec.channel].popleft()
-            else:
-                job, record = self.copy_jobs.pop(rec.dst)
-            job.key = (rec.channel, rec.seq, rec.node, rec.graph)
-            if self.jobs is not None:
-                self.jobs.dispatched(job, record, self.ev.now // 1000)
+            if not rec.flags & COPY_FLAG_DESCRIPTOR:
+                raise RuntimeError(f"a copy on channel {rec.channel} without a copy descriptor "
+                                   f"(LAUNCH_DMA flags {rec.flags:#x}): the copy engines "
+                                   f"need one")
+            job = self.reader.copy(rec.src, (rec.channel, rec.seq, rec.node, rec.graph),
+                                   rec.graph)
+            job.dispatched = t // 1000
+            if self.activity is not None:
+                self.activity.dispatched(job, self.ev.now // 1000)
             self.copies.launch(job)
 
     def _dma_read(self, rq, t):

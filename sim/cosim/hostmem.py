@@ -13,20 +13,22 @@ space costs memory only once the ring has been written that far.
 
 Memory that the run would otherwise allocate per launch is recycled, as a driver does:
 :class:`SegmentRing` carves push-buffer segments from a channel's ring and frees them once the
-GPU has read them; :class:`BlockPool` hands out launch descriptors (QMDs) and takes them back
-once the front end has dispatched their kernel. After a warm-up, a run of any length uses a
-fixed amount of host memory.
+GPU has read them; :class:`BlockPool` hands out descriptor blocks (launch descriptors, copy
+descriptors, graph launch records) and takes them back once the engines have read them. After
+a warm-up, a run of any length uses a fixed amount of host memory.
 """
 
 import bisect
 from array import array
 from collections import deque
 
+from gpufe.rtl.layouts import HOST_MEMORY_BASE, HOST_LAZY_BASE
+
 DWORD = "I" if array("I").itemsize == 4 else "L"
 
 
 class HostMemory:
-    def __init__(self, base=0x1_0000_0000, lazy_base=0x40_0000_0000):
+    def __init__(self, base=HOST_MEMORY_BASE, lazy_base=HOST_LAZY_BASE):
         self._base = base
         self._next = base
         self._flat = array(DWORD)    # dwords from base up to the last allocation's end
@@ -207,8 +209,8 @@ class SegmentRing:
 
 
 class BlockPool:
-    """Fixed-size blocks of host memory (launch descriptors) recycled through a free list:
-    a block given back is handed out again before a new one is allocated."""
+    """Fixed-size blocks of host memory (descriptors) recycled through a free list: a block
+    given back is handed out again before a new one is allocated."""
 
     def __init__(self, mem, size, align):
         self.mem, self.size, self.align = mem, size, align
@@ -223,3 +225,8 @@ class BlockPool:
 
     def give(self, address):
         self._free.append(address)
+
+    @property
+    def in_use(self):
+        """Blocks taken and not given back."""
+        return self.allocated - len(self._free)

@@ -1,37 +1,54 @@
-"""Push-buffer encoding, as the user-mode driver writes it (DESIGN.md section 3).
+"""Push-buffer encoding, as the user-mode driver writes it (DESIGN.md section 3), and the
+records it writes into host memory beside it: launch and copy descriptors, graph node tables,
+graph launch queues.
 
 Every bit position comes from the layouts in ``rtl/layouts.py``; this module only composes
 them. A :class:`PushBuffer` collects dwords; ``gp_entry`` makes the GPFIFO entry that points
-at a segment of it.
+at a segment of it. The engines' side, decoding what is written here, is in
+``sim/cosim/engines.py``.
 """
 
 import enum
 import functools
+import struct
 
 from gpufe.rtl.layouts import (MethodHeader, SecOp, Method, Subchannel, SemOp, SemExecute,
                                Reduction, GPEntry, GPControl, LaunchDescriptor,
-                               LAUNCH_DESCRIPTOR_ALIGN, LAUNCH_DESCRIPTOR_DWORDS, GraphNode,
-                               GraphNodeKind, GRAPH_NODE_DWORDS)
-
-
-_FIELD_TABLES = {}
+                               LAUNCH_DESCRIPTOR_DWORDS, DESCRIPTOR_ALIGN, CopyKind, COPY_KINDS,
+                               CopyDescriptor, COPY_DESCRIPTOR_DWORDS, COPY_FLAG_DESCRIPTOR,
+                               GraphNode, GraphNodeKind, GRAPH_NODE_DWORDS, GraphLaunchQueue,
+                               GRAPH_LAUNCH_QUEUE_DWORDS, GraphLaunchRecord,
+                               GRAPH_LAUNCH_RECORD_DWORDS, struct_fields)
+from gpufe.sim.cosim.events import ps
 
 
 def _pack(layout, **fields):
     """Pack a flat struct from field values (ints or enum members) with the layout's own
-    offsets; a cached table of them, since Amaranth constants are slow per launch."""
-    table = _FIELD_TABLES.get(layout)
-    if table is None:
-        table = _FIELD_TABLES[layout] = {
-            name: (f.offset, (1 << f.width) - 1) for name, f in layout.as_shape()}
+    offsets (``struct_fields``); a signed field takes a negative value in two's complement."""
+    table = _pack_table(layout)
     bits = 0
     for name, value in fields.items():
-        offset, mask = table[name]
-        v = value.value if isinstance(value, enum.Enum) else int(value)
-        if v & ~mask:
+        offset, mask, low, high = table[name]
+        v = value if type(value) is int else \
+            value.value if isinstance(value, enum.Enum) else int(value)
+        if not low <= v < high:
             raise ValueError(f"{layout.__name__}.{name} = {v} does not fit its field")
-        bits |= v << offset
+        bits |= (v & mask) << offset
     return bits
+
+
+@functools.cache
+def _pack_table(layout):
+    """name -> (offset, mask, least, most + 1) of each field."""
+    out = {}
+    for name, (offset, width, signed) in struct_fields(layout).items():
+        low = -(1 << (width - 1)) if signed else 0
+        out[name] = (offset, (1 << width) - 1, low, low + (1 << width))
+    return out
+
+
+def _dwords(value, count):
+    return list(struct.unpack(f"<{count}I", value.to_bytes(4 * count, "little")))
 
 
 @functools.lru_cache(maxsize=4096)      # a few dozen distinct headers, encoded per launch
@@ -72,37 +89,103 @@ def syncpoint_address(cfg, index):
 
 
 def launch_descriptor(grid=(1, 1, 1), block=(32, 1, 1), block_ns=0, kernel_id=0,
-                      regs_per_thread=32, shared_bytes=0):
-    """The model's launch descriptor as a list of dwords (see LaunchDescriptor)."""
-    value = _launch_descriptor_bits(tuple(grid), tuple(block), block_ns, regs_per_thread,
-                                    shared_bytes)
-    value |= _pack(LaunchDescriptor, kernel_id=kernel_id)
-    return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(LAUNCH_DESCRIPTOR_DWORDS)]
+                      regs_per_thread=32, shared_bytes=0, *, priority=0, release=None,
+                      correlation_id=0, stream_id=0, queued_ns=0, graph_id=0,
+                      graph_launches=0):
+    """The model's launch descriptor as a list of dwords (see LaunchDescriptor).
+
+    ``block_ns``: one thread block's run time (kept to the ps); ``release``: (syncpoint,
+    value) set as the kernel completes, or None; ``graph_launches``: a graph node's
+    GraphLaunchQueue address. The submitted time is written at the kickoff
+    (:func:`submitted_update`)."""
+    value = _launch_descriptor_bits(tuple(grid), tuple(block), ps(block_ns), regs_per_thread,
+                                    shared_bytes, kernel_id, priority, stream_id, graph_id,
+                                    graph_launches)
+    value |= _pack(LaunchDescriptor, correlation_id=correlation_id, queued_ns=queued_ns)
+    if release is not None:
+        value |= _release_bits(release[0], release[1] & 0xFFFFFFFF)
+    return _dwords(value, LAUNCH_DESCRIPTOR_DWORDS)
 
 
-@functools.lru_cache(maxsize=1024)      # a program launches few distinct shapes, many times
-def _launch_descriptor_bits(grid, block, block_ns, regs_per_thread, shared_bytes):
+@functools.lru_cache(maxsize=4096)      # a program launches few distinct kernels, many times
+def _launch_descriptor_bits(grid, block, block_ps, regs_per_thread, shared_bytes, kernel_id,
+                            priority, stream_id, graph_id, graph_launches):
+    if graph_launches % DESCRIPTOR_ALIGN:
+        raise ValueError(f"graph launch queue {graph_launches:#x} is not "
+                         f"{DESCRIPTOR_ALIGN}-byte aligned")
     return _pack(LaunchDescriptor, grid_x=grid[0], grid_y=grid[1], grid_z=grid[2],
                  block_x=block[0], block_y=block[1], block_z=block[2],
                  regs_per_thread=regs_per_thread, shared_bytes=shared_bytes,
-                 block_ns=block_ns)
+                 block_ps=block_ps, kernel_id=kernel_id, priority=priority,
+                 stream_id=stream_id, graph_id=graph_id, graph_launches=graph_launches >> 8)
 
 
-def decode_launch_descriptor(dwords):
-    value = sum(d << (32 * i) for i, d in enumerate(dwords))
-    view = LaunchDescriptor.from_bits(value)
-    return {name: int(getattr(view, name)) for name, _ in LaunchDescriptor.as_shape()
-            if not name.startswith("_")}
+def _release_bits(index, value):
+    return _pack(LaunchDescriptor, release_enable=1, release_index=index, release_value=value)
+
+
+def field_update(layout, name, value):
+    """(byte offset, dwords) that set one dword-aligned field of a record already in memory
+    to ``value``: what a driver writes to update it in place."""
+    offset, width, _ = struct_fields(layout)[name]
+    if offset % 32 or width % 32:
+        raise ValueError(f"{layout.__name__}.{name} is not a whole number of dwords")
+    return offset // 8, _dwords(_pack(layout, **{name: value}) >> offset, width // 32)
+
+
+def submitted_update(ns):
+    """(byte offset, dwords) of a launch descriptor's submitted time: the UMD writes it at the
+    kickoff, before the doorbell."""
+    if not 0 <= ns < 1 << 64:
+        raise ValueError(f"LaunchDescriptor.submitted_ns = {ns} does not fit its field")
+    return _SUBMITTED_OFFSET, [ns & 0xFFFFFFFF, ns >> 32]
+
+
+_SUBMITTED_OFFSET = field_update(LaunchDescriptor, "submitted_ns", 0)[0]
+
+
+def copy_descriptor(src, dst, length, kind, *, correlation_id=0, stream_id=0, graph_id=0,
+                    graph_launches=0):
+    """A copy descriptor as a list of dwords (see CopyDescriptor); ``kind``: "h2d", "d2h" or
+    "d2d"."""
+    if kind not in COPY_KINDS:
+        raise ValueError(f"copy kind {kind!r}: one of {', '.join(COPY_KINDS)}")
+    if graph_launches % DESCRIPTOR_ALIGN:
+        raise ValueError(f"graph launch queue {graph_launches:#x} is not "
+                         f"{DESCRIPTOR_ALIGN}-byte aligned")
+    return _dwords(_pack(CopyDescriptor, src=src, dst=dst, length=length,
+                         kind=CopyKind(COPY_KINDS[kind]), correlation_id=correlation_id,
+                         stream_id=stream_id, graph_id=graph_id,
+                         graph_launches=graph_launches >> 8), COPY_DESCRIPTOR_DWORDS)
 
 
 def encode_graph_node(kind, pred_count, succ_count, succ_first, descriptor):
     """One GraphNode record (4 dwords) of an instantiated graph's table."""
-    if descriptor % LAUNCH_DESCRIPTOR_ALIGN:
-        raise ValueError(f"node descriptor {descriptor:#x} is not 256-byte aligned")
+    if descriptor % DESCRIPTOR_ALIGN:
+        raise ValueError(f"node descriptor {descriptor:#x} is not {DESCRIPTOR_ALIGN}-byte "
+                         f"aligned")
     value = _pack(GraphNode, kind=GraphNodeKind.KERNEL if kind == "kernel" else GraphNodeKind.COPY,
                   pred_count=pred_count, succ_count=succ_count, succ_first=succ_first,
                   descriptor=descriptor >> 8)
-    return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(GRAPH_NODE_DWORDS)]
+    return _dwords(value, GRAPH_NODE_DWORDS)
+
+
+def graph_launch_queue(head, nodes):
+    """A graph's launch queue at instantiation (see GraphLaunchQueue): ``head`` is an empty
+    launch record the first launch is linked from."""
+    return _dwords(_pack(GraphLaunchQueue, head=head, nodes=nodes, left=0),
+                   GRAPH_LAUNCH_QUEUE_DWORDS)
+
+
+def graph_launch_record(correlation_id, stream_id, priority, next_record=0):
+    """One launch of a graph, as its launch queue holds it (see GraphLaunchRecord)."""
+    return _dwords(_pack(GraphLaunchRecord, next=next_record, correlation_id=correlation_id,
+                         stream_id=stream_id, priority=priority), GRAPH_LAUNCH_RECORD_DWORDS)
+
+
+def graph_launch_link(next_record):
+    """(byte offset, dwords) that link a launch record to the one queued after it."""
+    return field_update(GraphLaunchRecord, "next", next_record)
 
 
 class PushBuffer:
@@ -158,9 +241,9 @@ class PushBuffer:
 
     def launch(self, descriptor_address):
         """Compute launch: SEND_PCAS_A (descriptor >> 8), then SEND_SIGNALING_PCAS2_B."""
-        if descriptor_address % LAUNCH_DESCRIPTOR_ALIGN:
+        if descriptor_address % DESCRIPTOR_ALIGN:
             raise ValueError(f"launch descriptor {descriptor_address:#x} is not "
-                             f"{LAUNCH_DESCRIPTOR_ALIGN}-byte aligned")
+                             f"{DESCRIPTOR_ALIGN}-byte aligned")
         self.incr(Method.SEND_PCAS_A, descriptor_address >> 8, subchannel=Subchannel.COMPUTE)
         return self.immd(Method.SEND_SIGNALING_PCAS2_B, 9, subchannel=Subchannel.COMPUTE)
 
@@ -170,3 +253,11 @@ class PushBuffer:
                   (dst >> 32) & 0xFF, dst & 0xFFFFFFFF, subchannel=Subchannel.COPY)
         self.incr(Method.LINE_LENGTH_IN, length, subchannel=Subchannel.COPY)
         return self.incr(Method.LAUNCH_DMA, flags, subchannel=Subchannel.COPY)
+
+    def copy_by_descriptor(self, descriptor_address, dst, length):
+        """A copy whose parameters are in a copy descriptor: its address as the source
+        offset, ``COPY_FLAG_DESCRIPTOR`` in LAUNCH_DMA (the same 9 dwords as :meth:`copy`)."""
+        if descriptor_address % DESCRIPTOR_ALIGN:
+            raise ValueError(f"copy descriptor {descriptor_address:#x} is not "
+                             f"{DESCRIPTOR_ALIGN}-byte aligned")
+        return self.copy(descriptor_address, dst, length, flags=COPY_FLAG_DESCRIPTOR)

@@ -4,8 +4,11 @@
      "program": [{"op": "stream_create", "name": "a", "priority": 0}, ...]}
 
 Ops and their fields are listed in :data:`OPS` (required fields first, then optional ones with
-defaults). A bad file is rejected with :class:`WorkloadError` naming the file, the op's index
-path (``program[3].body[1]``) and the reason, before anything runs.
+defaults), each with its type, bounds and meaning, and the top-level fields in :data:`TOP`: the
+checks read these tables, and so does :func:`reference`, which writes them as Markdown
+(``docs/workload.md``: ``python -m gpufe.sim.host.workload --reference``). A bad file is
+rejected with :class:`WorkloadError` naming the file, the op's index path
+(``program[3].body[1]``) and the reason, before anything runs.
 
 Limits. CUDA's own: a thread block has at most 1,024 threads (x and y at most 1,024, z at most
 64); a grid at most 2^31 - 1 blocks in x and 65,535 in y and z. The model's, per field
@@ -30,6 +33,9 @@ import math
 import pathlib
 import re
 import reprlib
+from typing import NamedTuple
+
+from gpufe.rtl.layouts import DEVICE_ALLOC_ALIGN
 
 
 class WorkloadError(ValueError):
@@ -38,47 +44,177 @@ class WorkloadError(ValueError):
 
 _INT = (int,)
 _NUM = (int, float)
+#: JSON type -> (its name in the reference, what an error message says it must be)
+_TYPES = {bool: ("boolean", "true or false"), str: ("string", "a string"),
+          list: ("list", "a list"), _INT: ("integer", "an integer"), _NUM: ("number", "a number")}
 
-#: op -> {field: (types, default or REQUIRED)}
-REQUIRED = object()
-OPS = {
-    "stream_create": {"name": (str, REQUIRED), "priority": (_INT, 0)},
-    "event_create": {"name": (str, REQUIRED), "timing": (bool, True)},
-    "launch_kernel": {"stream": (str, REQUIRED), "kernel": (str, REQUIRED),
-                      "grid": (list, [1, 1, 1]), "block": (list, [32, 1, 1]),
-                      "block_ns": (_NUM, 0)},
-    "memcpy_async": {"stream": (str, REQUIRED), "kind": (str, REQUIRED),
-                     "bytes": (_INT, REQUIRED)},
-    "event_record": {"event": (str, REQUIRED), "stream": (str, REQUIRED)},
-    "stream_wait_event": {"stream": (str, REQUIRED), "event": (str, REQUIRED)},
-    "stream_synchronize": {"stream": (str, REQUIRED)},
-    "event_synchronize": {"event": (str, REQUIRED)},
-    "event_query": {"event": (str, REQUIRED)},
-    "device_synchronize": {},
-    "host_sleep": {"ns": (_NUM, REQUIRED)},
-    "mark": {"what": (str, REQUIRED)},
-    "repeat": {"count": (_INT, REQUIRED), "body": (list, REQUIRED)},
-    "stream_begin_capture": {"stream": (str, REQUIRED)},
-    "stream_end_capture": {"stream": (str, REQUIRED), "graph": (str, REQUIRED)},
-    "graph_instantiate": {"graph": (str, REQUIRED)},
-    "graph_launch": {"graph": (str, REQUIRED), "stream": (str, REQUIRED)},
-}
-
-#: (op, field) -> (least, most, what the most is)
-LIMITS = {
-    ("stream_create", "priority"): (-(1 << 31), (1 << 31) - 1, "a 32-bit int"),
-    ("launch_kernel", "block_ns"): (0, 10**9, "1 s per thread block"),
-    ("memcpy_async", "bytes"): (1, (1 << 32) - 1, "4 GiB - 1 per copy: the copy method's "
-                                                  "length is 32 bits"),
-    ("host_sleep", "ns"): (0, 10**13, "10,000 s"),
-    ("repeat", "count"): (0, 10**9, "10^9"),
-}
 #: CUDA's limits on a launch (cudaLaunchKernel fails with cudaErrorInvalidConfiguration)
 BLOCK_DIMS = (1024, 1024, 64)
 MAX_THREADS_PER_BLOCK = 1024
 GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
 #: repeats nested deeper than this are rejected
 MAX_DEPTH = 32
+
+#: a field without a default
+REQUIRED = object()
+
+
+class Field(NamedTuple):
+    """One field of an op (or of the file's top level): what the checks use and what the
+    reference (:func:`reference`) prints, from the same entry."""
+    types: object                 # one of the keys of _TYPES
+    default: object               # REQUIRED: the field must be given
+    doc: str                      # what it means
+    least: object = None          # bounds of a number, with what the most stands for
+    most: object = None
+    why: str = ""
+    choices: tuple = ()           # the only values a string may take
+    dims: tuple = ()              # a list of 1 to 3 positive integers, at most these (x, y, z)
+
+
+class Op(NamedTuple):
+    """One op: the CUDA call it models (or what it does), its fields in the order they are
+    checked (required first), and the rules that tie fields or ops together."""
+    doc: str
+    fields: dict
+    rules: tuple = ()
+
+
+#: what a reference to a stream or an event must be
+_STREAM = "; must have been created by a `stream_create` before"
+_EVENT = "; must have been created by an `event_create` before"
+OPS = {
+    "stream_create": Op(
+        "`cudaStreamCreateWithPriority`: a stream, mapped round robin onto the "
+        "`max_connections` compute channels (the n-th stream onto channel n mod "
+        "max_connections) and given a syncpoint of its own.",
+        {"name": Field(str, REQUIRED, "the stream's name, which the other ops refer to; "
+                                      "unique among streams"),
+         "priority": Field(_INT, 0, "CUDA's stream priority: 0 is the least, a negative "
+                                    "number a greater one; the stream's channel takes the "
+                                    "greatest priority of its streams (clamped to the front "
+                                    "end's priority levels)",
+                           -(1 << 31), (1 << 31) - 1, "a 32-bit int")},
+        ("at most as many streams as the parameter set has syncpoints",
+         "not inside a `repeat` that runs more than once")),
+    "event_create": Op(
+        "`cudaEventCreateWithFlags`: an event.",
+        {"name": Field(str, REQUIRED, "the event's name, which the other ops refer to; unique "
+                                      "among events"),
+         "timing": Field(bool, True, "false is `cudaEventDisableTiming`: a record writes the "
+                                     "payload only; a timing event's record writes a "
+                                     "timestamp too, which holds its channel until written "
+                                     "(and `timestamp_hold_ns` more)")},
+        ("not inside a `repeat` that runs more than once",)),
+    "launch_kernel": Op(
+        "`cudaLaunchKernel`: a kernel on a stream (or, while the stream captures, a kernel "
+        "node of the graph being captured).",
+        {"stream": Field(str, REQUIRED, "the stream it runs on" + _STREAM),
+         "kernel": Field(str, REQUIRED, "the kernel's name (in the timeline and traces)"),
+         "grid": Field(list, [1, 1, 1], "thread blocks in x, y, z (missing axes are 1)",
+                       dims=GRID_DIMS),
+         "block": Field(list, [32, 1, 1], "threads per block in x, y, z (missing axes are "
+                                          "1); decides how many blocks an SM holds at once",
+                        dims=BLOCK_DIMS),
+         "block_ns": Field(_NUM, 0, "how long each thread block runs, in ns; 0 for an "
+                                    "empty kernel", 0, 10**9, "1 s per thread block")},
+        (f"a block has at most {MAX_THREADS_PER_BLOCK:,} threads (x * y * z), as in CUDA",)),
+    "memcpy_async": Op(
+        "`cudaMemcpyAsync`: a copy on a stream. H2D and D2H copies run on copy channels of "
+        "their own, D2D copies on the stream's compute channel; every copy gets fresh device "
+        "memory.",
+        {"stream": Field(str, REQUIRED, "the stream it is ordered in" + _STREAM),
+         "kind": Field(str, REQUIRED, "direction: host to device, device to host, device to "
+                                      "device", choices=("h2d", "d2h", "d2d")),
+         "bytes": Field(_INT, REQUIRED, "bytes copied", 1, (1 << 32) - 1,
+                        "4 GiB - 1 per copy: the copy method's length is 32 bits")}),
+    "event_record": Op(
+        "`cudaEventRecord`: the event completes when the stream's work before it (and what "
+        "the stream waited for) has completed. Inside a capture it marks a point of the "
+        "graph instead.",
+        {"event": Field(str, REQUIRED, "the event recorded" + _EVENT),
+         "stream": Field(str, REQUIRED, "the stream it is recorded in" + _STREAM)}),
+    "stream_wait_event": Op(
+        "`cudaStreamWaitEvent`: the stream's later work waits until the event's latest "
+        "record has completed (a stream that waits on an event recorded in a capture joins "
+        "that capture).",
+        {"stream": Field(str, REQUIRED, "the stream that waits" + _STREAM),
+         "event": Field(str, REQUIRED, "the event waited for" + _EVENT)}),
+    "stream_synchronize": Op(
+        "`cudaStreamSynchronize`: the CPU waits until the stream's work has completed.",
+        {"stream": Field(str, REQUIRED, "the stream waited for" + _STREAM)}),
+    "event_synchronize": Op(
+        "`cudaEventSynchronize`: the CPU waits until the event's latest record has "
+        "completed.",
+        {"event": Field(str, REQUIRED, "the event waited for" + _EVENT)}),
+    "event_query": Op(
+        "`cudaEventQuery`, called again and again until the event has completed (one call, "
+        "and one record in the timeline, per query).",
+        {"event": Field(str, REQUIRED, "the event queried" + _EVENT)}),
+    "device_synchronize": Op(
+        "`cudaDeviceSynchronize`: the CPU waits until the work of every stream has "
+        "completed.", {}),
+    "host_sleep": Op(
+        "The CPU thread computes (or sleeps) without calling CUDA; commands not yet kicked "
+        "off go out first.",
+        {"ns": Field(_NUM, REQUIRED, "how long, in ns", 0, 10**13, "10,000 s")}),
+    "mark": Op(
+        "A `meta` record in the timeline at the current CPU time; no CPU time. The metrics "
+        "measure repetitions between `rep_begin` and `rep_end` marks.",
+        {"what": Field(str, REQUIRED, "the record's `what`, e.g. `rep_begin`, `rep_end`")}),
+    "repeat": Op(
+        "Runs `body` `count` times; costs nothing itself (a body that makes no call costs "
+        "nothing, whatever the count).",
+        {"count": Field(_INT, REQUIRED, "how many times", 0, 10**9, "10^9"),
+         "body": Field(list, REQUIRED, "the ops repeated (a list of ops, checked as the "
+                                       "program's)")},
+        (f"nested at most {MAX_DEPTH} deep",
+         "a body may not create a stream, event or graph if it runs more than once")),
+    "stream_begin_capture": Op(
+        "`cudaStreamBeginCapture`: from now on the stream's launches and copies (and those "
+        "of streams that join by waiting on an event recorded in the capture) become nodes "
+        "of a graph instead of running; events become its edges. Synchronizing or querying "
+        "while capturing fails the capture, as in CUDA.",
+        {"stream": Field(str, REQUIRED, "the stream that captures" + _STREAM)}),
+    "stream_end_capture": Op(
+        "`cudaStreamEndCapture`: ends the capture the stream began and names the graph "
+        "(every stream that joined must have joined back).",
+        {"stream": Field(str, REQUIRED, "the stream that began the capture" + _STREAM),
+         "graph": Field(str, REQUIRED, "the graph's name, which `graph_instantiate` and "
+                                       "`graph_launch` refer to; unique among graphs")},
+        ("not inside a `repeat` that runs more than once",)),
+    "graph_instantiate": Op(
+        "`cudaGraphInstantiate`: writes every node's launch descriptor and the node table "
+        "into device-visible memory, at a CPU cost per node.",
+        {"graph": Field(str, REQUIRED, "the graph; must have been made by a "
+                                       "`stream_end_capture` before")},
+        ("a graph has at most as many nodes as the front end's graph walker holds",)),
+    "graph_launch": Op(
+        "`cudaGraphLaunch`: one short push-buffer entry and one doorbell, whatever the "
+        "graph's size; the front end walks the graph. Launches of one graph run in launch "
+        "order.",
+        {"graph": Field(str, REQUIRED, "the graph; must have been made by a "
+                                       "`stream_end_capture` before, and instantiated by a "
+                                       "`graph_instantiate` before it runs"),
+         "stream": Field(str, REQUIRED, "the stream it is launched in" + _STREAM)}),
+}
+
+#: the fields of the file's top level
+TOP = {
+    "name": Field(str, None, "the workload's name (the timeline's `scenario`); default: the "
+                             "file's name without its extension"),
+    "max_connections": Field(_INT, None, "`CUDA_DEVICE_MAX_CONNECTIONS`: compute channels "
+                                         "the streams are spread over; default: the "
+                                         "parameter set's (`gpufe run --max-connections` "
+                                         "overrides both)", 1, 32, "CUDA's most"),
+    "description": Field(str, "", "free text, for the reader"),
+    "program": Field(list, REQUIRED, "the ops the CPU thread runs, in order"),
+}
+
+#: (op, field) -> (least, most, what the most is): the bounds of :data:`OPS`
+LIMITS = {(kind, name): (f.least, f.most, f.why) for kind, op in OPS.items()
+          for name, f in op.fields.items() if f.most is not None}
+
 #: workload and parameter files larger than this are not read
 MAX_FILE_BYTES = 64 << 20
 
@@ -276,7 +412,7 @@ def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
         kind = op.get("op")
         if not isinstance(kind, str) or kind not in OPS:
             raise WorkloadError(f"{here}: unknown op {show(kind)} (known: {', '.join(OPS)})")
-        spec = OPS[kind]
+        spec = OPS[kind].fields
         extra = sorted(set(op) - set(spec) - {"op"} - ({"_at"} if located else set()))
         if extra:
             raise WorkloadError(f"{here}: {kind} has no field(s) "
@@ -284,18 +420,17 @@ def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
         out = {"op": kind}
         if located and "_at" in op:
             out["_at"] = here
-        for name, (types, default) in spec.items():
+        for name, field in spec.items():
+            types = field.types
             if name not in op:
-                if default is REQUIRED:
+                if field.default is REQUIRED:
                     raise WorkloadError(f"{here}: {kind} needs field {name!r}")
-                out[name] = default
+                out[name] = field.default
                 continue
             v = op[name]
             if not isinstance(v, types) or (isinstance(v, bool) and types is not bool):
-                want = {bool: "true or false", str: "a string", list: "a list",
-                        _INT: "an integer", _NUM: "a number"}[types]
                 raise WorkloadError(f"{here}: {kind}.{name} has the wrong type ({show(v)}; "
-                                    f"{want})")
+                                    f"{_TYPES[types][1]})")
             _check_value(kind, name, v, here)
             out[name] = v
         if kind in _CREATES and mult > 1:
@@ -320,16 +455,19 @@ def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
                 if out[ref] not in names[table]:
                     raise WorkloadError(f"{here}: {kind} refers to {table} {out[ref]!r}, "
                                         f"which was not created before")
+        for name, field in spec.items():
+            if field.choices and out[name] not in field.choices:
+                *most, last = field.choices
+                raise WorkloadError(f"{here}: {kind.split('_')[0]} {name} must be "
+                                    f"{', '.join(most)} or {last}")
+            if field.dims:
+                out[name] = _dims(out[name], here, name, field.dims)
         if kind == "launch_kernel":
-            out["grid"] = _dims(out["grid"], here, "grid", GRID_DIMS)
-            out["block"] = block = _dims(out["block"], here, "block", BLOCK_DIMS)
+            block = out["block"]
             threads = block[0] * block[1] * block[2]
             if threads > MAX_THREADS_PER_BLOCK:
                 raise WorkloadError(f"{here}: block {block} has {_fmt(threads)} threads; CUDA "
                                     f"allows at most {MAX_THREADS_PER_BLOCK} per block")
-        if kind == "memcpy_async":
-            if out["kind"] not in ("h2d", "d2h", "d2d"):
-                raise WorkloadError(f"{here}: memcpy kind must be h2d, d2h or d2d")
         if kind == "repeat":
             inner = mult * out["count"]
             # a body that never runs is checked, but what it creates does not exist after it
@@ -346,16 +484,17 @@ def parse_workload(data, source="<workload>", *, located=False):
     (a trace event), which errors then name instead of the op's index path."""
     if not isinstance(data, dict):
         raise WorkloadError(f"{source}: the top level must be an object")
-    extra = sorted(set(data) - {"name", "max_connections", "program", "description"})
+    extra = sorted(set(data) - set(TOP))
     if extra:
         raise WorkloadError(f"{source}: unknown top-level field(s) "
                             f"{', '.join(_key(e) for e in extra)}")
     if "program" not in data:
         raise WorkloadError(f"{source}: no 'program'")
     mc = data.get("max_connections")
+    lo, hi = TOP["max_connections"].least, TOP["max_connections"].most
     if mc is not None and (not isinstance(mc, int) or isinstance(mc, bool)
-                           or not 1 <= mc <= 32):
-        raise WorkloadError(f"{source}: max_connections must be 1..32 (an integer), not "
+                           or not lo <= mc <= hi):
+        raise WorkloadError(f"{source}: max_connections must be {lo}..{hi} (an integer), not "
                             f"{show(mc)}")
     for key in ("name", "description"):
         if data.get(key) is not None:
@@ -404,7 +543,7 @@ class _Work:
 
 
 def _device_bytes(n):
-    return max(256, (n + 255) // 256 * 256)
+    return max(DEVICE_ALLOC_ALIGN, -(-n // DEVICE_ALLOC_ALIGN) * DEVICE_ALLOC_ALIGN)
 
 
 def work_totals(program):
@@ -617,3 +756,108 @@ _NOT_API = ("mark", "host_sleep")
 def _run_op(op, rt):
     call = _CALLS[op["op"]](rt, op)
     return call if op["op"] in _NOT_API else rt.api_call(call)
+
+
+# -- the reference --------------------------------------------------------------------------------
+
+#: how to write docs/workload.md (it says so at its top)
+REFERENCE_COMMAND = "python -m gpufe.sim.host.workload --reference > docs/workload.md"
+
+
+def _md(text):
+    """Text for a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
+def _type_text(f):
+    if f.dims:
+        return "list of 1 to 3 positive integers"
+    if f.choices:
+        *most, last = f.choices
+        return f"string: {', '.join(f'`{c}`' for c in most)} or `{last}`"
+    return _TYPES[f.types][0]
+
+
+def _default_text(f):
+    if f.default is REQUIRED:
+        return "**required**"
+    if f.default is None:
+        return "(see meaning)"
+    return f"`{json.dumps(f.default)}`"
+
+
+def _meaning_text(f):
+    text = f.doc
+    if f.most is not None:
+        text += f"; {_fmt(f.least)} to {_fmt(f.most)} ({f.why})"
+    if f.dims:
+        text += "; at most " + ", ".join(f"{_fmt(m)} in {axis}" for axis, m in zip("xyz", f.dims))
+    return text
+
+
+def _field_table(fields):
+    rows = ["| field | type | default | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{name}` | {_md(_type_text(f))} | {_md(_default_text(f))} | "
+             f"{_md(_meaning_text(f))} |" for name, f in fields.items()]
+    return rows
+
+
+def reference():
+    """The workload format as Markdown, every op and field from :data:`OPS` and :data:`TOP`
+    (the tables the checks use) and the limits from this module's constants: what
+    ``docs/workload.md`` holds."""
+    out = ["# Workload files", "",
+           "<!-- Generated from the tables the workload checks use (OPS and TOP in "
+           "sim/host/workload.py) by", f"     {REFERENCE_COMMAND}",
+           "     Do not edit by hand: tests/sim/host/test_workload_reference.py fails when "
+           "this file differs. -->", "",
+           "A workload is a CUDA-like program as JSON: one CPU thread calling a CUDA-like "
+           "runtime. `gpufe run FILE` runs it through the host model and the RTL; "
+           "`examples/` has one per kind of reference scenario. A bad file is rejected "
+           "before anything runs, in one line naming the file, the op's path (such as "
+           "`program[3].body[1]`) and the reason.", "",
+           "Everywhere: a field not listed is an error; integers are JSON integers (`true` "
+           "and `false` are not integers, and `2.0` is not one); numbers must be finite (no "
+           "`NaN` or `Infinity`); strings must be valid Unicode. A file larger than "
+           f"{MAX_FILE_BYTES >> 20} MiB is not read.", "",
+           "## Top level", "", *_field_table(TOP), "",
+           "## Ops", "",
+           "Each op is an object whose `\"op\"` names it; its other fields follow. Names "
+           "(streams, events, graphs) are strings chosen by the program.", ""]
+    out += [", ".join(f"[`{kind}`](#{kind})" for kind in OPS), ""]
+    for kind, op in OPS.items():
+        out += [f"### {kind}", "", op.doc, ""]
+        if op.fields:
+            out += [*_field_table(op.fields), ""]
+        else:
+            out += ["No fields.", ""]
+        if op.rules:
+            out += [f"- {rule[0].upper()}{rule[1:]}." for rule in op.rules] + [""]
+    out += ["## Limits of a run", "",
+            "Checked before the run starts, repeats multiplied out and graph launches "
+            "counted with their nodes (each is simulated one by one: beyond these a run "
+            "takes hours; `gpufe run --no-limits` lifts the first four):", "",
+            f"- at most {_fmt(MAX_OPS)} ops (API calls, sleeps and marks);",
+            f"- at most {_fmt(MAX_WORK)} kernels and copies (graph nodes included);",
+            f"- at most {_fmt(MAX_BLOCKS)} thread blocks;",
+            f"- at most {_fmt(MAX_GRAPH_NODES)} graph nodes instantiated;",
+            f"- at most {_fmt(MAX_DEVICE_BYTES)} bytes copied in all (every copy gets fresh "
+            "device memory);",
+            f"- at most {MAX_SIM_NS:.0e} ns of simulated time, by a generous upper bound "
+            "(every call, sleep, block and copy one after another).", ""]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m gpufe.sim.host.workload",
+                                 description="The workload file format.")
+    ap.add_argument("--reference", action="store_true", required=True,
+                    help=f"print the format's reference as Markdown ({REFERENCE_COMMAND})")
+    ap.parse_args(argv)
+    print(reference(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

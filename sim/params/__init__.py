@@ -1,112 +1,136 @@
 """The parameter set: every latency, rate and size of the model, in one object.
 
-``load("h200")`` reads ``sim/params/h200.json``; :class:`Params` documents each field. Times
-are ns; the front end's clock turns them into cycles where the RTL needs them. The values of
-``h200`` are first estimates from the reference traces' key figures, to be fitted by
-calibration.
+Each value is written once, in a parameter file: ``sim/params/h200.json`` (the output of
+``gpufe calibrate``) holds every parameter; :class:`Params` has no values of its own, only
+the list of parameters, each with its meaning, unit and range. ``load("h200")`` reads the
+shipped set; any other file may give only some parameters, the others are :data:`BASE`'s.
+``gpufe params`` lists the sets and, for one, every parameter; ``--set name=value``
+(:func:`apply_settings`) overrides one for a run. Times are ns; the front end's clock turns
+them into cycles where the RTL needs them. The front end's sizes for a run come from the set
+alone (:meth:`Params.frontend_config`).
 """
 
 from dataclasses import dataclass, field, fields, asdict, replace
+import functools
 import json
+import math
 import pathlib
 
-from gpufe.rtl.config import FrontEndConfig
+from gpufe.rtl.config import FrontEndConfig, bits_for
 
 _HERE = pathlib.Path(__file__).parent
+#: the shipped set: it gives every parameter, and the values a file of one's own leaves out
+BASE = "h200"
 
 
-def _p(default, doc):
-    return field(default=default, metadata={"doc": doc})
+def _p(doc, unit="", lo=None, hi=None, note=""):
+    """A parameter: what it is, its unit, the range a file may give (numbers) and why."""
+    return field(metadata={"doc": doc, "unit": unit, "range": (lo, hi), "note": note})
+
+
+def _ns(doc, lo=0, note=""):
+    return _p(doc, "ns", lo, 1e9, note)
+
+
+def _rate(doc):
+    return _p(doc, "bytes/ns (GB/s)", 0.001, 1e6)
 
 
 @dataclass(frozen=True)
 class Params:
-    name: str = _p("h200", "name of the parameter set")
+    name: str = _p("name of the parameter set")
     # -- device --
-    device: str = _p("NVIDIA H200", "device name written into timeline headers")
-    clock_ghz: float = _p(1.0, "front-end clock; one RTL cycle is 1/clock_ghz ns")
-    sms: int = _p(132, "streaming multiprocessors")
-    max_threads_per_sm: int = _p(2048, "resident threads per SM")
-    max_blocks_per_sm: int = _p(32, "resident thread blocks per SM")
-    max_resident_kernels: int = _p(128, "kernels that may have blocks on the SMs at once")
-    block_dispatch_ns: float = _p(0.6, "work distributor: time between two block placements")
-    launch_latency_ns: float = _p(150.0, "compute dispatch by the CP -> kernel eligible for "
-                                         "block placement (descriptor fetch, setup)")
-    graph_launch_latency_ns: float = _p(86.0, "graph node dispatch by the walker -> kernel "
-                                              "eligible (launch state prepared at instantiation)")
-    block_overhead_ns: float = _p(548.0, "fixed run time of every block on top of block_ns")
-    kernel_end_ns: float = _p(60.0, "last block done -> completion reported to the front end")
+    device: str = _p("device name written into timeline headers")
+    clock_ghz: float = _p("front-end clock; one RTL cycle is 1/clock_ghz ns", "GHz", 0.001, 100)
+    sms: int = _p("streaming multiprocessors", "SMs", 1, 1024)
+    max_threads_per_sm: int = _p("resident threads per SM", "threads", 1024, 65536,
+                                 "(a block may have 1,024 threads)")
+    max_blocks_per_sm: int = _p("resident thread blocks per SM", "blocks", 1, 1024)
+    max_resident_kernels: int = _p("kernels that may have blocks on the SMs at once",
+                                   "kernels", 1, 65536)
+    block_dispatch_ns: float = _ns("work distributor: time between two block placements")
+    launch_latency_ns: float = _ns("compute dispatch by the CP -> kernel eligible for block "
+                                   "placement (descriptor fetch, setup)")
+    graph_launch_latency_ns: float = _ns("graph node dispatch by the walker -> kernel eligible "
+                                         "(launch state prepared at instantiation)")
+    block_overhead_ns: float = _ns("fixed run time of every block on top of block_ns")
+    kernel_end_ns: float = _ns("last block done -> completion reported to the front end")
     # -- copy engines --
-    copy_latency_ns: float = _p(700.0, "copy dispatch -> first byte moves")
-    h2d_bytes_per_ns: float = _p(55.0, "host-to-device copy bandwidth (GB/s)")
-    d2h_bytes_per_ns: float = _p(55.0, "device-to-host copy bandwidth (GB/s)")
-    d2d_bytes_per_ns: float = _p(1500.0, "device-to-device copy bandwidth (GB/s)")
+    copy_latency_ns: float = _ns("copy dispatch -> first byte moves")
+    h2d_bytes_per_ns: float = _rate("host-to-device copy bandwidth")
+    d2h_bytes_per_ns: float = _rate("device-to-host copy bandwidth")
+    d2d_bytes_per_ns: float = _rate("device-to-device copy bandwidth")
     # -- PCIe and host memory --
-    mmio_write_ns: float = _p(150.0, "doorbell MMIO write: CPU store -> register written")
-    dma_read_latency_ns: float = _p(180.0, "DMA read request -> first dword back")
-    dma_read_bytes_per_ns: float = _p(25.0, "DMA read bandwidth of the fetcher's path")
-    dma_write_ns: float = _p(40.0, "front end's DMA write port busy per 8-byte write "
-                                   "(semaphore and timestamp writes)")
-    timestamp_hold_ns: float = _p(0.0, "a timestamp release holds its channel this long after "
-                                       "its writes (the timestamp's round trip)")
-    host_write_visible_ns: float = _p(250.0, "DMA write issued -> visible to CPU polling")
+    mmio_write_ns: float = _ns("doorbell MMIO write: CPU store -> register written")
+    dma_read_latency_ns: float = _ns("DMA read request -> first dword back")
+    dma_read_bytes_per_ns: float = _rate("DMA read bandwidth of the fetcher's path")
+    dma_write_ns: float = _ns("front end's DMA write port busy per 8-byte write (semaphore "
+                              "and timestamp writes)")
+    timestamp_hold_ns: float = _ns("a timestamp release holds its channel this long after its "
+                                   "writes (the timestamp's round trip)")
+    host_write_visible_ns: float = _ns("DMA write issued -> visible to CPU polling")
     # -- CPU: the runtime API (time of each call when it does not block) --
-    launch_cpu_ns: float = _p(5650.0, "cudaLaunchKernel")
-    launch_encode_ns: float = _p(2000.0, "launch call start -> commands in the push buffer "
-                                         "(CUPTI queued)")
-    kickoff_ns: float = _p(3470.0, "commands queued -> GPFIFO entry and doorbell written "
-                                   "(CUPTI submitted)")
-    kickoff_batch: int = _p(1, "API calls whose commands the UMD gathers into one GPFIFO "
-                               "entry and doorbell (synchronizing calls flush at once)")
-    memcpy_cpu_ns: float = _p(6000.0, "cudaMemcpyAsync")
-    event_record_cpu_ns: float = _p(780.0, "cudaEventRecord, DisableTiming event")
-    event_record_timing_cpu_ns: float = _p(1820.0, "cudaEventRecord, timing event")
-    stream_wait_event_cpu_ns: float = _p(1500.0, "cudaStreamWaitEvent")
-    stream_create_cpu_ns: float = _p(150000.0, "cudaStreamCreate")
-    event_create_cpu_ns: float = _p(6000.0, "cudaEventCreate")
-    sync_call_ns: float = _p(1200.0, "synchronize call overhead before it starts waiting")
-    sync_kickoff_ns: float = _p(1000.0, "a synchronize call's own kickoff (its fence)")
-    sync_return_ns: float = _p(800.0, "semaphore seen in host memory -> synchronize returns")
-    query_cpu_ns: float = _p(3000.0, "one cudaEventQuery")
-    begin_capture_cpu_ns: float = _p(7000.0, "cudaStreamBeginCapture")
-    capture_call_cpu_ns: float = _p(1000.0, "a launch, copy or event call while capturing")
-    end_capture_cpu_ns: float = _p(3000.0, "cudaStreamEndCapture")
-    instantiate_cpu_ns: float = _p(40000.0, "cudaGraphInstantiate, fixed part")
-    instantiate_per_node_ns: float = _p(4300.0, "cudaGraphInstantiate, per node")
-    graph_launch_cpu_ns: float = _p(2500.0, "cudaGraphLaunch, fixed part")
-    graph_launch_per_node_ns: float = _p(500.0, "cudaGraphLaunch, per node")
-    acquire_retry_ns: float = _p(0.0, "syncpoint change -> parked acquires re-checked (a "
-                                      "channel that failed an acquire retries after this)")
+    launch_cpu_ns: float = _ns("cudaLaunchKernel")
+    launch_encode_ns: float = _ns("launch call start -> commands in the push buffer (CUPTI "
+                                  "queued)")
+    kickoff_ns: float = _ns("commands queued -> GPFIFO entry and doorbell written (CUPTI "
+                            "submitted)")
+    kickoff_batch: int = _p("API calls whose commands the UMD gathers into one GPFIFO entry "
+                            "and doorbell (synchronizing calls flush at once)", "calls", 1, 1024)
+    memcpy_cpu_ns: float = _ns("cudaMemcpyAsync")
+    event_record_cpu_ns: float = _ns("cudaEventRecord, DisableTiming event")
+    event_record_timing_cpu_ns: float = _ns("cudaEventRecord, timing event")
+    stream_wait_event_cpu_ns: float = _ns("cudaStreamWaitEvent")
+    stream_create_cpu_ns: float = _ns("cudaStreamCreate")
+    event_create_cpu_ns: float = _ns("cudaEventCreate")
+    sync_call_ns: float = _ns("synchronize call overhead before it starts waiting")
+    sync_kickoff_ns: float = _ns("a synchronize call's own kickoff (its fence)")
+    sync_return_ns: float = _ns("semaphore seen in host memory -> synchronize returns")
+    query_cpu_ns: float = _ns("one cudaEventQuery", lo=1,
+                              note="(event_query spins: each query must take time)")
+    begin_capture_cpu_ns: float = _ns("cudaStreamBeginCapture")
+    capture_call_cpu_ns: float = _ns("a launch, copy or event call while capturing")
+    end_capture_cpu_ns: float = _ns("cudaStreamEndCapture")
+    instantiate_cpu_ns: float = _ns("cudaGraphInstantiate, fixed part")
+    instantiate_per_node_ns: float = _ns("cudaGraphInstantiate, per node")
+    graph_launch_cpu_ns: float = _ns("cudaGraphLaunch, fixed part")
+    graph_launch_per_node_ns: float = _ns("cudaGraphLaunch, per node")
+    acquire_retry_ns: float = _ns("syncpoint change -> parked acquires re-checked (a channel "
+                                  "that failed an acquire retries after this)")
     # -- the profiler (--profiler cupti: CUPTI activity tracing, as the traces were taken) --
-    cupti_launch_ns: float = _p(0.0, "CUPTI: CPU time added inside every cudaLaunchKernel")
-    cupti_call_gap_ns: float = _p(0.0, "CUPTI: CPU time added after every API call")
-    cupti_graph_node_ns: float = _p(0.0, "CUPTI: cudaGraphLaunch CPU time added per node "
-                                         "(its per-node records)")
-    cupti_kernel_ns: float = _p(0.0, "CUPTI: added to every kernel's duration (its "
-                                     "timestamps)")
-    cupti_graph_kernel_ns: float = _p(0.0, "CUPTI: added to every graph kernel's duration")
-    cupti_acquire_ns: float = _p(0.0, "CUPTI: added to the acquire retry interval (a stream "
-                                      "kernel waiting for the one before it starts later)")
+    cupti_launch_ns: float = _ns("CUPTI: CPU time added inside every cudaLaunchKernel")
+    cupti_call_gap_ns: float = _ns("CUPTI: CPU time added after every API call")
+    cupti_graph_node_ns: float = _ns("CUPTI: cudaGraphLaunch CPU time added per node (its "
+                                     "per-node records)")
+    cupti_kernel_ns: float = _ns("CUPTI: added to every kernel's duration (its timestamps)")
+    cupti_graph_kernel_ns: float = _ns("CUPTI: added to every graph kernel's duration")
+    cupti_acquire_ns: float = _ns("CUPTI: added to the acquire retry interval (a stream kernel "
+                                  "waiting for the one before it starts later)")
     # -- driver structures --
-    gpfifo_entries: int = _p(1024, "GPFIFO ring entries per channel")
-    pushbuffer_bytes: int = _p(1 << 20, "push-buffer bytes per channel")
-    max_connections: int = _p(8, "CUDA_DEVICE_MAX_CONNECTIONS default (1..32)")
+    gpfifo_entries: int = _p("GPFIFO ring entries per channel", "entries", 2, 65536,
+                             "(a power of two)")
+    pushbuffer_bytes: int = _p("push-buffer bytes per channel", "bytes", 4096, 1 << 30)
+    max_connections: int = _p("CUDA_DEVICE_MAX_CONNECTIONS default (1..32)", "connections",
+                              1, 32)
     # -- front end sizes (RTL generics; channels follow max_connections) --
-    fifo_depth: int = _p(1024, "FIFO SRAM dwords")
-    slot_words: int = _p(16, "FIFO allocation granule in dwords")
-    syncpoints: int = _p(256, "on-chip syncpoint counters")
-    dma_burst: int = _p(32, "largest fetcher DMA read in dwords")
+    fifo_depth: int = _p("FIFO SRAM dwords", "dwords", 64, 65536)
+    slot_words: int = _p("FIFO allocation granule in dwords", "dwords", 1, 256)
+    syncpoints: int = _p("on-chip syncpoint counters", "counters", 1, 4096)
+    dma_burst: int = _p("largest fetcher DMA read in dwords", "dwords", 2, 1024)
 
     @property
     def cycle_ns(self):
         return 1.0 / self.clock_ghz
 
     def frontend_config(self, max_connections=None):
-        """RTL sizes for a run: one compute channel per connection plus H2D and D2H."""
+        """RTL sizes for a run, every one that is a parameter taken from this set: one compute
+        channel per connection plus H2D and D2H, the FIFO, the GPFIFO ring, the syncpoints,
+        the DMA burst. (The rest of :class:`FrontEndConfig` are RTL constants, not
+        parameters.)"""
         mc = max_connections or self.max_connections
-        log2 = max(1, (self.gpfifo_entries - 1).bit_length())
         return FrontEndConfig(channels=mc + 2, fifo_depth=self.fifo_depth,
-                              slot_words=self.slot_words, gp_entries_log2_max=log2,
+                              slot_words=self.slot_words,
+                              gp_entries_log2_max=bits_for(self.gpfifo_entries),
                               syncpoints=self.syncpoints, dma_burst=self.dma_burst)
 
     def frontend_settings(self, profiled=False):
@@ -117,61 +141,84 @@ class Params:
                 "timestamp_hold": round(self.timestamp_hold_ns * self.clock_ghz)}
 
     def describe(self):
-        return {f.name: f.metadata.get("doc", "") for f in fields(self)}
+        return {f.name: f.metadata["doc"] for f in fields(self)}
 
     def with_overrides(self, **kw):
         return replace(self, **kw)
 
 
+#: parameter name -> its dataclass field (type and metadata: doc, unit, range, note)
+FIELDS = {f.name: f for f in fields(Params)}
+#: the groups of parameters, in order: (title, first parameter of the group)
+GROUPS = (("the set", "name"), ("device", "device"), ("copy engines", "copy_latency_ns"),
+          ("PCIe and host memory", "mmio_write_ns"),
+          ("CPU: the runtime API (time of each call when it does not block)", "launch_cpu_ns"),
+          ("the profiler (--profiler cupti: CUPTI activity tracing, as the traces were "
+           "taken)", "cupti_launch_ns"),
+          ("driver structures", "gpfifo_entries"),
+          ("front end sizes (RTL generics; channels follow max_connections)", "fifo_depth"))
+
+
 class ParamsError(ValueError):
-    """A parameter file that cannot be used; names the file and the field."""
+    """A parameter file or setting that cannot be used; names the file (or --set) and the
+    field."""
 
 
-def _limits(name):
-    """(least, most, unit) of a numeric parameter."""
-    if name == "query_cpu_ns":
-        return 1, 1e9, "ns (event_query spins: each query must take time)"
-    if name.endswith("_bytes_per_ns"):
-        return 0.001, 1e6, "bytes per ns"
-    if name.endswith("_ns"):
-        return 0, 1e9, "ns"
-    return {"clock_ghz": (0.001, 100, "GHz"), "sms": (1, 1024, ""),
-            "max_threads_per_sm": (1024, 65536, "(a block may have 1,024 threads)"),
-            "max_blocks_per_sm": (1, 1024, ""), "max_resident_kernels": (1, 65536, ""),
-            "kickoff_batch": (1, 1024, ""), "gpfifo_entries": (2, 65536, "(a power of two)"),
-            "pushbuffer_bytes": (4096, 1 << 30, "bytes"), "max_connections": (1, 32, ""),
-            "fifo_depth": (64, 65536, "dwords"), "slot_words": (1, 256, "dwords"),
-            "syncpoints": (1, 4096, ""), "dma_burst": (2, 1024, "dwords")}.get(name)
+def _is_int(f):
+    return f.type in (int, "int")
 
 
-def check(raw, source):
+def _is_str(f):
+    return f.type in (str, "str")
+
+
+def unit(name):
+    """The unit of parameter ``name`` as ``gpufe params`` shows it ('' for a name or count
+    without one)."""
+    return FIELDS[name].metadata["unit"]
+
+
+def _check_value(f, v, where):
+    from gpufe.sim.host.workload import show, number, _check_text
+    if _is_str(f):
+        if not isinstance(v, str):
+            raise ParamsError(f"{where} must be a string, not {show(v)}")
+        _check_text(v, where, ParamsError)
+        return
+    integer = _is_int(f)
+    if not number(v) or (integer and not isinstance(v, int)):
+        raise ParamsError(f"{where} must be {'an integer' if integer else 'a finite number'}"
+                          f", not {show(v)}")
+    lo, hi = f.metadata["range"]
+    if not lo <= v <= hi:
+        limits = " ".join(t for t in (f"{lo:g}..{hi:g}", f.metadata["unit"],
+                                      f.metadata["note"]) if t)
+        raise ParamsError(f"{where} is {v:g}; it must be {limits}")
+
+
+def check(raw, source, base=None, name=None):
     """The fields of a parameter file (a dict from JSON) checked: known names, the right
-    types, finite numbers in range, sizes the front end can be built with."""
-    from gpufe.sim.host.workload import show, number, _check_text, _key
+    types, finite numbers in range, sizes the front end can be built with. ``base``: the
+    :class:`Params` whose values stand for those ``raw`` leaves out (None: ``raw`` must give
+    every parameter); ``name``: the set's name if ``raw`` gives none."""
+    from gpufe.sim.host.workload import _key
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: the top level must be an object")
-    types = {f.name: f.type for f in fields(Params)}
-    unknown = sorted(set(raw) - set(types) - {"_doc"})
+    unknown = sorted(set(raw) - set(FIELDS) - {"_doc"}, key=str)
     if unknown:
         raise ParamsError(f"{source}: unknown parameters {', '.join(_key(u) for u in unknown)}")
-    for name, v in raw.items():
-        typ = types.get(name)
-        if typ is None:
-            continue
-        where = f"{source}: {name}"
-        if typ in (str, "str"):
-            if not isinstance(v, str):
-                raise ParamsError(f"{where} must be a string, not {show(v)}")
-            _check_text(v, where, ParamsError)
-            continue
-        integer = typ in (int, "int")
-        if not number(v) or (integer and not isinstance(v, int)):
-            raise ParamsError(f"{where} must be {'an integer' if integer else 'a finite number'}"
-                              f", not {show(v)}")
-        lo, hi, unit = _limits(name)
-        if not lo <= v <= hi:
-            raise ParamsError(f"{where} is {v:g}; it must be {lo:g}..{hi:g} {unit}".rstrip())
-    p = Params(**{k: v for k, v in raw.items() if k in types})
+    if base is None:
+        missing = [n for n in FIELDS if n not in raw and not (n == "name" and name)]
+        if missing:
+            raise ParamsError(f"{source}: missing parameters {', '.join(missing)}")
+    for key, v in raw.items():
+        if key in FIELDS:
+            _check_value(FIELDS[key], v, f"{source}: {key}")
+    values = asdict(base) if base is not None else {}
+    if name:
+        values["name"] = name
+    values.update((k, v) for k, v in raw.items() if k in FIELDS)
+    p = Params(**values)
     if p.gpfifo_entries & (p.gpfifo_entries - 1):
         raise ParamsError(f"{source}: gpfifo_entries must be a power of two, not "
                           f"{p.gpfifo_entries}")
@@ -201,14 +248,113 @@ def check_config(params, max_connections, source=None):
                           f"{e}") from None
 
 
-def load(name_or_path="h200"):
-    from gpufe.sim.host.workload import load_json
+def set_names():
+    """The parameter sets shipped in ``sim/params`` (their names, for ``load``)."""
+    return sorted(p.stem for p in _HERE.glob("*.json") if not p.stem.endswith("_residuals"))
+
+
+def _path(name_or_path):
     path = pathlib.Path(name_or_path)
     if not path.suffix:
         path = _HERE / f"{name_or_path}.json"
     if not path.exists():
-        raise ParamsError(f"no parameter set {str(name_or_path)!r} ({path})")
+        raise ParamsError(f"no parameter set {str(name_or_path)!r} ({path}; gpufe params "
+                          f"lists them)")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _base():
+    from gpufe.sim.host.workload import load_json
+    path = _HERE / f"{BASE}.json"
     return check(load_json(path, ParamsError), str(path))
+
+
+def load(name_or_path=BASE):
+    """The parameter set of a name in ``sim/params`` or of a JSON file (a :class:`Params`
+    is returned as it is). :data:`BASE` must give every parameter; any other set takes the
+    ones it leaves out from it, and its file's name if it has no ``name``."""
+    from gpufe.sim.host.workload import load_json
+    if isinstance(name_or_path, Params):
+        return name_or_path
+    path = _path(name_or_path)
+    if path.resolve() == (_HERE / f"{BASE}.json").resolve():
+        return _base()
+    return check(load_json(path, ParamsError), str(path), base=_base(), name=path.stem)
+
+
+def _parse_setting(f, text, where):
+    """The value of ``--set name=text`` for parameter field ``f``, as a parameter file would
+    have it (a number is an integer if written as one); :func:`check` checks it."""
+    if _is_str(f):
+        return text
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        v = float(text)
+    except ValueError:
+        v = None
+    if v is None or not math.isfinite(v):
+        raise ParamsError(f"{where}: {f.name} must be "
+                          f"{'an integer' if _is_int(f) else 'a finite number'}, not {text!r}")
+    return v
+
+
+def apply_settings(params, settings):
+    """``params`` with each ``name=value`` of ``settings`` (``--set``, in order) in place of
+    its value, checked as a file's value is; the set's name says what was changed (it goes
+    into timeline headers)."""
+    changed = []
+    for text in settings or ():
+        where = f"--set {text}"
+        key, sep, value = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ParamsError(f"{where}: expected name=value (gpufe params lists the names)")
+        f = FIELDS.get(key)
+        if f is None:
+            raise ParamsError(f"{where}: no parameter {key!r} (gpufe params lists them)")
+        raw = asdict(params)
+        raw[key] = _parse_setting(f, value, where)
+        params = check(raw, where)
+        if key != "name":
+            changed.append(f"{key}={raw[key]}")
+    if changed:
+        params = replace(params, name=f"{params.name} ({', '.join(changed)})")
+    return params
+
+
+def format_sets():
+    """The shipped parameter sets, one a line (``gpufe params``)."""
+    lines = [f"parameter sets in {_HERE} (gpufe run --params NAME; a JSON file of your own "
+             f"may give only some parameters, the others are {BASE}'s):"]
+    for name in set_names():
+        try:
+            p = load(name)
+            what = f"{p.device}, {len(FIELDS)} parameters"
+        except ParamsError as e:
+            what = f"unusable: {e}"
+        lines.append(f"  {name:16s} {what}")
+    lines.append("gpufe params NAME: every parameter of one, with its value, unit and meaning")
+    return "\n".join(lines)
+
+
+def format_params(params):
+    """Every parameter of a set, by group: name, value, unit and meaning (``gpufe params
+    NAME``)."""
+    starts = {first: title for title, first in GROUPS}
+    lines = [f"parameter set {params.name}: {len(FIELDS)} parameters"]
+    for f in fields(params):
+        if f.name in starts:
+            lines.append(f"  -- {starts[f.name]} --")
+        v = getattr(params, f.name)
+        shown = v if isinstance(v, str) else f"{v:,}" if isinstance(v, int) else f"{v:,g}"
+        lines.append(f"  {f.name:28s} {shown:>14s} {f.metadata['unit']:15s} "
+                     f"{f.metadata['doc']}")
+    return "\n".join(lines)
 
 
 def dump(params, path):

@@ -20,8 +20,10 @@ import heapq
 from amaranth.sim import Simulator
 
 from gpufe.rtl.frontend import FrontEnd
-from gpufe.rtl.layouts import ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, LAUNCH_DESCRIPTOR_DWORDS
-from gpufe.sim.host.encode import gp_entry, decode_launch_descriptor
+from gpufe.rtl.layouts import (ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, DESCRIPTOR_ALIGN,
+                               LaunchDescriptor, LAUNCH_DESCRIPTOR_DWORDS)
+from gpufe.sim.host.encode import gp_entry
+from gpufe.sim.cosim.engines import decode
 from gpufe.sim.cosim.hostmem import HostMemory
 
 
@@ -111,7 +113,7 @@ class FrontEndBench:
         return self.rings[channel]
 
     def put_descriptor(self, dwords):
-        address = self.mem.alloc(4 * len(dwords), align=256)
+        address = self.mem.alloc(4 * len(dwords), align=DESCRIPTOR_ALIGN)
         self.mem.write_dwords(address, dwords)
         return address
 
@@ -205,13 +207,13 @@ class FrontEndBench:
             ctx.set(dut.compute.ready, not self.hold_compute)
             if ctx.get(dut.compute.valid) and not self.hold_compute:
                 cm = ctx.get(dut.compute.payload)
-                words = [self.mem.read_dword(cm.descriptor + 4 * i)
-                         for i in range(LAUNCH_DESCRIPTOR_DWORDS)]
-                desc = decode_launch_descriptor(words)
+                desc = decode(LaunchDescriptor,
+                              self.mem.read_dwords(cm.descriptor, LAUNCH_DESCRIPTOR_DWORDS))
                 rec = {"channel": cm.channel, "seq": cm.seq, "descriptor": cm.descriptor,
                        "kernel_id": desc["kernel_id"], "node": cm.node, "graph": cm.graph}
                 self.log.dispatches.append((now, "compute", rec))
-                self._start_engine(now + self.launch_cycles + desc["block_ns"], "compute", rec)
+                block_cycles = -(-desc["block_ps"] // 1000)          # a cycle is one ns
+                self._start_engine(now + self.launch_cycles + block_cycles, "compute", rec)
             if ctx.get(dut.copy.valid):
                 cp = ctx.get(dut.copy.payload)
                 rec = {"channel": cp.channel, "seq": cp.seq, "src": cp.src, "dst": cp.dst,

@@ -3,7 +3,7 @@ from collections import deque
 
 from gpufe.rtl.config import SMALL
 from gpufe.rtl.fifo_sram import PartitionedFifo
-from tests.helpers import simulate
+from tests.helpers import simulate, stream_put
 
 CFG = SMALL
 
@@ -94,15 +94,9 @@ def test_newcomer_gets_a_slot_while_others_hold_data():
         await ctx.tick().repeat(CFG.n_slots + 4)
         free0 = ctx.get(dut.free[0])
         assert free0 > CFG.slot_words            # more than one slot
-        ctx.set(dut.reserve.valid, 1)
-        ctx.set(dut.reserve.payload, {"channel": 0, "count": free0})
-        await ctx.tick()
-        ctx.set(dut.reserve.valid, 0)
-        ctx.set(dut.write.valid, 1)
+        await stream_put(ctx, dut.reserve, {"channel": 0, "count": free0}, within=1)
         for i in range(free0):
-            ctx.set(dut.write.payload, {"channel": 0, "data": i})
-            await ctx.tick()
-        ctx.set(dut.write.valid, 0)
+            await stream_put(ctx, dut.write, {"channel": 0, "data": i}, within=1)
         # every other channel arrives; each gets room without channel 0 draining
         ctx.set(dut.want, 0b1111)
         await ctx.tick().repeat(3 * (CFG.n_slots + 4))
@@ -123,21 +117,14 @@ def test_discard_empties_a_channel_and_drops_its_late_writes():
         ctx.set(dut.want, 0b0011)
         await ctx.tick().repeat(2 * CFG.n_slots + 8)
         for c in (0, 1):
-            ctx.set(dut.reserve.valid, 1)
-            ctx.set(dut.reserve.payload, {"channel": c, "count": 4})
-            await ctx.tick()
-        ctx.set(dut.reserve.valid, 0)
-        ctx.set(dut.write.valid, 1)
+            await stream_put(ctx, dut.reserve, {"channel": c, "count": 4}, within=1)
         for c in (0, 1):
             for i in range(2):
-                ctx.set(dut.write.payload, {"channel": c, "data": 10 * c + i})
-                await ctx.tick()
+                await stream_put(ctx, dut.write, {"channel": c, "data": 10 * c + i}, within=1)
         ctx.set(dut.discard, 0b01)
         for c in (0, 1):
             for i in range(2, 4):
-                ctx.set(dut.write.payload, {"channel": c, "data": 10 * c + i})
-                await ctx.tick()
-        ctx.set(dut.write.valid, 0)
+                await stream_put(ctx, dut.write, {"channel": c, "data": 10 * c + i}, within=1)
         await ctx.tick()
         assert ctx.get(dut.level[0]) == 0 and not ctx.get(dut.nonempty) & 1
         assert ctx.get(dut.level[1]) == 4

@@ -1,7 +1,7 @@
 """The graph walker inside FrontEnd: a node table in host memory, one GRAPH_LAUNCH."""
 
 from gpufe.rtl.config import SMALL
-from gpufe.rtl.layouts import Method, ChannelReg, ChannelState, ErrorCause
+from gpufe.rtl.layouts import Method, ChannelReg, ChannelState, ErrorCause, HOST_MEMORY_BASE
 from gpufe.sim.host.encode import (PushBuffer, launch_descriptor, encode_graph_node,
                                    syncpoint_address)
 from gpufe.sim.testbench.frontend import FrontEndBench
@@ -69,7 +69,7 @@ def test_graph_too_large_faults_its_channel_only():
     b = FrontEndBench(SMALL)
     b.setup_channel(0)
     b.setup_channel(1)
-    b.submit(0, graph_launch(PushBuffer(), 0x1_0000_0000, SMALL.graph_nodes_max + 1))
+    b.submit(0, graph_launch(PushBuffer(), HOST_MEMORY_BASE, SMALL.graph_nodes_max + 1))
     b.submit(1, PushBuffer().launch(b.put_descriptor(launch_descriptor(kernel_id=7))))
     b.run_until_idle()
     word = b.mmio_read(mmio_channel(0, ChannelReg.STATE))

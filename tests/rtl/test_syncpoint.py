@@ -1,35 +1,25 @@
 from gpufe.rtl.config import SMALL
 from gpufe.rtl.layouts import SemOp
 from gpufe.rtl.syncpoint import SyncpointUnit, ReleaseKind
-from tests.helpers import simulate
+from tests.helpers import simulate, stream_put, stream_collect
 
 CFG = SMALL
 
 
 async def dispatch(ctx, dut, channel):
-    ctx.set(dut.dispatched.valid, 1)
-    ctx.set(dut.dispatched.payload, channel)
-    await ctx.tick()
-    ctx.set(dut.dispatched.valid, 0)
+    await stream_put(ctx, dut.dispatched, channel, within=1)
 
 
 async def complete(ctx, dut, channel, seq, port="compute_done"):
-    p = getattr(dut, port)
-    ctx.set(p.valid, 1)
-    ctx.set(p.payload, {"channel": channel, "seq": seq})
-    await ctx.tick()
-    ctx.set(p.valid, 0)
+    await stream_put(ctx, getattr(dut, port), {"channel": channel, "seq": seq}, within=1)
 
 
 async def release(ctx, dut, **fields):
+    """Post a release; the channel's slot must be free (ready at once)."""
     rec = {"channel": 0, "seq": 0, "address": 0, "payload": 0, "kind": ReleaseKind.SET,
            "wfi": 1, "timestamp": 0, "wide": 0, "to_counter": 1, "index": 0}
     rec.update(fields)
-    ctx.set(dut.release.payload, rec)
-    assert ctx.get(dut.release.ready)
-    ctx.set(dut.release.valid, 1)
-    await ctx.tick()
-    ctx.set(dut.release.valid, 0)
+    await stream_put(ctx, dut.release, rec, within=1)
 
 
 def test_release_waits_for_earlier_work_only():
@@ -73,11 +63,8 @@ def wake_cycles(retry):
 
     async def tb(ctx):
         ctx.set(dut.acquire_retry, retry)
-        ctx.set(dut.acquire.valid, 1)
-        ctx.set(dut.acquire.payload, {"channel": 3, "index": 1, "value": 1,
-                                      "op": SemOp.ACQ_STRICT_GEQ})
-        await ctx.tick()
-        ctx.set(dut.acquire.valid, 0)
+        await stream_put(ctx, dut.acquire, {"channel": 3, "index": 1, "value": 1,
+                                            "op": SemOp.ACQ_STRICT_GEQ}, within=1)
         await release(ctx, dut, channel=1, index=1, payload=1, wfi=0)
         waited = 0
         while ctx.get(dut.parked):
@@ -98,12 +85,10 @@ def test_acquire_parks_then_wakes_on_release():
     dut = SyncpointUnit(CFG)
 
     async def tb(ctx):
-        ctx.set(dut.acquire.valid, 1)
-        ctx.set(dut.acquire.payload, {"channel": 3, "index": 1, "value": 2,
-                                      "op": SemOp.ACQ_STRICT_GEQ})
-        assert not ctx.get(dut.acquire_met)
-        await ctx.tick()
-        ctx.set(dut.acquire.valid, 0)
+        acquire = {"channel": 3, "index": 1, "value": 2, "op": SemOp.ACQ_STRICT_GEQ}
+        ctx.set(dut.acquire.payload, acquire)
+        assert not ctx.get(dut.acquire_met)             # whatever valid: it is the payload's
+        await stream_put(ctx, dut.acquire, acquire, within=1)
         assert ctx.get(dut.parked) == 0b1000
         await release(ctx, dut, channel=1, index=1, payload=1, wfi=0)
         await ctx.tick().repeat(CFG.channels + 2)
@@ -171,17 +156,9 @@ def test_completion_release_sets_its_counter_and_wins_the_write_port():
 
     async def tb(ctx):
         # a channel release to counter 2 and a completion releasing counter 5, same cycle
-        ctx.set(dut.release.valid, 1)
-        ctx.set(dut.release.payload, {"channel": 0, "seq": 0, "address": 0, "payload": 7,
-                                      "kind": ReleaseKind.SET, "wfi": 0, "timestamp": 0,
-                                      "wide": 0, "to_counter": 1, "index": 2})
-        await ctx.tick()
-        ctx.set(dut.release.valid, 0)
-        ctx.set(dut.compute_done.valid, 1)
-        ctx.set(dut.compute_done.payload, {"channel": 1, "seq": 0, "release": 1, "index": 5,
-                                           "value": 9})
-        await ctx.tick()
-        ctx.set(dut.compute_done.valid, 0)
+        await release(ctx, dut, payload=7, wfi=0, index=2)
+        await stream_put(ctx, dut.compute_done, {"channel": 1, "seq": 0, "release": 1,
+                                                 "index": 5, "value": 9}, within=1)
         assert ctx.get(dut.counter_data[5]) == 9
         assert ctx.get(dut.counter_data[2]) == 0        # held back a cycle
         await ctx.tick()
@@ -205,12 +182,7 @@ def test_release_without_wfi_is_not_held_by_older_work_completing_while_it_waits
         await release(ctx, dut, channel=0, seq=1, wfi=0, to_counter=0, address=0x200,
                       payload=9)
         await complete(ctx, dut, 0, 0)                               # older than the release
-        ctx.set(dut.dma_write.ready, 1)
-        written = []
-        for _ in range(8):
-            if ctx.get(dut.dma_write.valid):
-                written.append(ctx.get(dut.dma_write.payload.address))
-            await ctx.tick()
+        written = [w.address for w in await stream_collect(ctx, dut.dma_write, 8)]
         assert written == [0x100, 0x200]
         assert ctx.get(dut.release_busy) == 0
 

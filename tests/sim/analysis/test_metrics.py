@@ -67,3 +67,85 @@ def test_key_figures_of_the_reference_traces():
     assert graph["median_gap_us"] == pytest.approx(0.096, abs=0.001)
     fan = metrics(read_trace(HERE / "h200" / "fanout_c8_s256.jsonl.gz"))
     assert fan["max_concurrent"] == 128
+
+
+# -- one definition, gathered record by record ----------------------------------------------------
+
+def _digest(records):
+    from gpufe.sim.analysis.metrics import TimelineDigest
+    d = TimelineDigest()
+    for r in records:
+        d.add(r)
+    return d
+
+
+def test_the_streamed_digest_is_metrics_of_the_list_in_any_order():
+    """metrics() puts a list in timeline order and feeds TimelineDigest, the one
+    implementation; a shuffled list gives the same figures, and a digest may be read midway
+    without changing what it gives at the end."""
+    import random
+    trace = read_trace(HERE / "h200" / "sync_h0.jsonl.gz")
+    want = metrics(trace)
+    assert want["sync_return_us"] > 0 and want["repetitions"] == 1
+    shuffled = list(trace)
+    random.Random(5).shuffle(shuffled)
+    assert metrics(shuffled) == want
+    ordered = sorted(trace, key=lambda r: (r.get("t", r.get("start")), r["kind"] != "meta"))
+    d = _digest(ordered[:len(ordered) // 2])
+    d.metrics()
+    for r in ordered[len(ordered) // 2:]:
+        d.add(r)
+    assert d.metrics() == want
+
+
+def test_counts_sizes_and_trace_time():
+    recs = [{"kind": "meta", "what": "header", "t": 100},
+            launch(1, 200, 300),
+            {"kind": "runtime", "name": "cudaMemcpyAsync_v3020", "corr": 2, "tid": 1,
+             "start": 300, "end": 400},
+            kernel(1, 13, 500, 700),
+            {"kind": "memcpy", "copy_kind": 2, "bytes": 8192, "stream": 13, "channel": 9,
+             "channel_type": 2, "start": 800, "end": 1800},
+            {"kind": "memcpy", "copy_kind": 2, "bytes": 4096, "stream": 13, "channel": 9,
+             "channel_type": 2, "start": 1900, "end": 2000},
+            {"kind": "meta", "what": "footer", "t": 5100}]
+    m = metrics(recs)
+    assert (m["api_calls"], m["kernels"], m["copies"]) == (2, 1, 2)
+    assert m["copy_d2h_bytes"] == 8192 and m["copy_d2h_gbps"] == 8.192
+    assert "copy_h2d_bytes" not in m and "repetitions" not in m
+    assert m["trace_us"] == 5.0                         # header 100 .. footer 5100
+    assert m["gpu_span_us"] == 1.5                      # 500 .. 2000, kernels and copies
+    assert m["channels_used"] == 2                      # the kernel's 0, the copies' 9
+
+
+def test_repetitions_count_what_starts_inside_them_ends_included():
+    mark = lambda what, t: {"kind": "meta", "what": what, "t": t}
+    recs = [mark("header", 0),
+            kernel(1, 7, 0, 50),                        # before any repetition
+            mark("rep_begin", 100), kernel(2, 7, 100, 150), kernel(3, 7, 200, 400),
+            mark("rep_end", 400),
+            kernel(4, 7, 400, 420),                     # at the end mark: inside
+            kernel(5, 7, 401, 500),                     # after it: outside
+            mark("rep_begin", 1000), kernel(6, 7, 1000, 1010), mark("rep_end", 2000),
+            mark("rep_end", 2500),                      # none open: ignored
+            mark("rep_begin", 3000), kernel(7, 7, 3100, 3200)]   # open at the end
+    m = metrics(recs)
+    assert m["repetitions"] == 2
+    assert m["wall_per_rep_us"] == 0.65                 # 300 and 1000 ns
+    assert m["kernels"] == 5                            # 2, 3, 4, 6, 7
+    assert m["gpu_span_us"] == 0.1                      # spans 320, 10, 100 ns
+    assert m["max_concurrent"] == 1
+
+
+def test_sync_return_waits_for_kernels_that_start_after_the_call():
+    """A synchronize call's figure is the latest kernel end before it returns, though that
+    kernel starts after the call (it is fed later)."""
+    sync = lambda corr, start, end: {"kind": "runtime", "name": "cudaDeviceSynchronize_v3020",
+                                     "corr": corr, "tid": 1, "start": start, "end": end}
+    recs = [{"kind": "meta", "what": "header", "t": 0}]
+    for i in range(5):
+        t = 10_000 * i
+        recs += [kernel(10 * i, 7, t, t + 3000), sync(10 * i + 1, t + 1000, t + 5000),
+                 kernel(10 * i + 2, 8, t + 2000, t + 4000)]   # starts after the call
+    m = metrics(recs)
+    assert m["sync_return_us"] == 1.0                   # 5000 - 4000, each time

@@ -136,7 +136,7 @@ def test_as_graph_splits_segments_larger_than_the_graph_walker(tmp_path):
     params = load("h200")
     from dataclasses import replace
     cfg = params.frontend_config()
-    import sim.params as sp
+    import gpufe.sim.params as sp
     orig = sp.Params.frontend_config
     try:
         sp.Params.frontend_config = lambda self, mc=None: replace(cfg, graph_nodes_max=3)

@@ -31,19 +31,32 @@ def run(name, backend):
     return r.backend, dump(r), r.stats
 
 
+#: examples compared in the default run (the quickest that together reach every kind of work:
+#: kernels on several channels, copies, events with timing, graphs, host waits); the rest
+#: run with --slow
+QUICK = ("copies", "events_notiming", "graph_fork_join", "host_sync", "hyperq_c8_s8",
+         "priority")
+
+
 @pytest.fixture(scope="module")
-def pysim_runs():
-    # biggest first, so that the longest run is not the last to start
-    order = sorted(ALL, key=lambda n: -(EXAMPLES / f"{n}.json").stat().st_size)
+def pysim_runs(request):
+    # only the examples this session runs, biggest first, so that the longest run is not the
+    # last to start
+    selected = {item.callspec.params["name"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")
+                and not item.get_closest_marker("skip")}
+    order = sorted(selected, key=lambda n: -(EXAMPLES / f"{n}.json").stat().st_size)
     with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         yield {n: pool.submit(run, n, "pysim") for n in order}
 
 
 def test_there_are_examples():
     assert len(ALL) >= 17
+    assert set(QUICK) <= set(ALL)
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in ALL])
 def test_compiled_and_pysim_timelines_are_identical(name, pysim_runs):
     kind_b, b, stats_b = run(name, "compiled")
     kind_a, a, stats_a = pysim_runs[name].result()

@@ -2,9 +2,8 @@
 
 import random
 
+from gpufe.rtl.layouts import HOST_MEMORY_BASE as BASE
 from gpufe.sim.cosim.hostmem import HostMemory
-
-BASE = 0x1_0000_0000
 
 
 def test_flat_store_matches_a_dict_of_dwords():

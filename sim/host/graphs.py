@@ -1,0 +1,143 @@
+"""Stream capture and CUDA graphs, as the driver keeps and lays them out.
+
+- Capture: work issued to a capturing stream becomes a node instead of running; its
+  dependencies are the capturing stream's frontier (the nodes its latest work left), which an
+  event recorded in the capture carries to another stream that waits on it (that stream joins
+  the capture). The capture ends on its origin stream, once every stream that joined has been
+  joined back.
+- Instantiation writes the graph into device-visible memory, ahead of any launch: a
+  descriptor per node (a launch descriptor, or a copy descriptor with the copy's destination
+  allocated now), the node table the front end's graph walker loads (``GraphNode`` records,
+  then the edges) and the graph's launch queue (``GraphLaunchQueue``).
+- A launch pushes the table's address and ``GRAPH_LAUNCH`` (with the node count) on the
+  stream's channel, and appends a launch record to the launch queue: the per-launch fields of
+  its nodes (correlation id, stream, priority), which the engines read as they take them.
+  CUDA orders each launch of an executable graph behind its previous launch, whatever the
+  streams: it acquires the release that follows the previous one.
+"""
+
+from dataclasses import dataclass, field
+
+from gpufe.rtl.layouts import Method, DESCRIPTOR_ALIGN, HOST_COPY_BUFFER
+from gpufe.sim.host.encode import (launch_descriptor, copy_descriptor, encode_graph_node,
+                                   graph_launch_queue, graph_launch_record, graph_launch_link)
+from gpufe.sim.host.streams import acquire
+
+
+@dataclass
+class GraphNodeSpec:
+    kind: str                       # "kernel" or "copy"
+    deps: frozenset
+    name: str = ""
+    grid: tuple = (1, 1, 1)
+    block: tuple = (1, 1, 1)
+    block_ns: float = 0
+    copy_kind: str = ""
+    nbytes: int = 0
+
+
+@dataclass
+class Capture:
+    origin: object                  # the stream that began it
+    nodes: list = field(default_factory=list)       # GraphNodeSpec, in capture order
+    frontier: dict = field(default_factory=dict)    # stream name -> set of node indices
+    ended: bool = False
+
+    def add(self, stream, spec):
+        """A node for work issued to capturing ``stream`` (a name), after its frontier."""
+        spec.deps = frozenset(self.frontier[stream])
+        self.nodes.append(spec)
+        self.frontier[stream] = {len(self.nodes) - 1}
+
+    def unjoined(self):
+        """A stream that joined the capture but whose work was not joined back into the
+        origin stream, or None."""
+        reach, todo = set(), list(self.frontier[self.origin.name])
+        while todo:
+            n = todo.pop()
+            if n not in reach:
+                reach.add(n)
+                todo.extend(self.nodes[n].deps)
+        return next((name for name, front in self.frontier.items() if not front <= reach), None)
+
+
+@dataclass
+class GraphExec:
+    graph_id: int
+    table: int                      # node table address in device-visible memory
+    queue: int                      # its GraphLaunchQueue
+    tail: int                       # the launch record last queued (at first the empty one)
+    # (syncpoint, value) released behind the latest launch: CUDA orders each launch of an
+    # executable graph behind its previous launch, whatever the streams
+    last_launch: tuple = None
+
+
+@dataclass
+class Graph:
+    name: str
+    nodes: list
+    executable: GraphExec = None
+
+
+def successors(nodes):
+    succs = [[] for _ in nodes]
+    for i, node in enumerate(nodes):
+        for d in sorted(node.deps):
+            succs[d].append(i)
+    return succs
+
+
+def instantiate(umd, graph, graph_id, kernel_id):
+    """Write ``graph`` into memory (see the module's docstring); its GraphExec.
+    ``kernel_id(name)``: the kernel function's id in the driver's function table."""
+    mem = umd.sim.mem
+    succs = successors(graph.nodes)
+    queue = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
+    empty = umd.take_descriptor()
+    mem.write_dwords(empty, graph_launch_record(0, 0, 0))
+    mem.write_dwords(queue, graph_launch_queue(empty, len(graph.nodes)))
+    descriptors = []
+    for node in graph.nodes:
+        d = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
+        if node.kind == "kernel":
+            mem.write_dwords(d, launch_descriptor(node.grid, node.block, node.block_ns,
+                                                  kernel_id(node.name), graph_id=graph_id,
+                                                  graph_launches=queue))
+        else:
+            mem.write_dwords(d, copy_descriptor(HOST_COPY_BUFFER, umd.device_alloc(node.nbytes),
+                                                node.nbytes, node.copy_kind, graph_id=graph_id,
+                                                graph_launches=queue))
+        descriptors.append(d)
+    n_edges = sum(len(x) for x in succs)
+    table = mem.alloc(16 * len(graph.nodes) + 4 * n_edges, align=DESCRIPTOR_ALIGN)
+    first = 0
+    words = []
+    for i, node in enumerate(graph.nodes):
+        words += encode_graph_node(node.kind, len(node.deps), len(succs[i]), first,
+                                   descriptors[i])
+        first += len(succs[i])
+    words += [j for x in succs for j in x]
+    mem.write_dwords(table, words)
+    return GraphExec(graph_id, table, queue, tail=empty)
+
+
+def push_launch(cfg, pb, x, nodes, stream):
+    """The commands of one launch of ``x`` (of ``nodes`` nodes) on ``stream``'s channel,
+    after what orders it behind the stream; behind its previous launch too."""
+    if x.last_launch is not None and x.last_launch[0] != stream.syncpoint:
+        acquire(cfg, pb, *x.last_launch)
+    pb.incr(Method.GRAPH_TABLE_LO, x.table & 0xFFFFFFFF, x.table >> 32)
+    if nodes < (1 << 13):
+        pb.immd(Method.GRAPH_LAUNCH, nodes)
+    else:
+        pb.incr(Method.GRAPH_LAUNCH, nodes)
+
+
+def queue_launch(umd, x, correlation_id, stream):
+    """Append a launch of ``x`` to its launch queue (before the launch is kicked off)."""
+    mem = umd.sim.mem
+    record = umd.take_descriptor()
+    mem.write_dwords(record, graph_launch_record(correlation_id, stream.id, stream.priority))
+    offset, link = graph_launch_link(record)
+    mem.write_dwords(x.tail + offset, link)
+    x.tail = record

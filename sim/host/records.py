@@ -1,0 +1,112 @@
+"""The timeline records a run makes, in the reference traces' schema (see
+``sim/analysis/timeline.py``), as CUPTI would give them.
+
+- runtime and sync records: made by the runtime as each API call returns, with the call's
+  correlation id;
+- kernel and memcpy (activity) records: made from what the engines report as they take the
+  work, the fields they decoded from its descriptor in host memory (correlation id, stream,
+  grid and block, queued and submitted times, copy kind and size, graph and node), the channel
+  it was dispatched on and, for a kernel, its name from the driver's function table (kernel id
+  -> name, one entry per kernel function). Their start and end are the engine's, read when
+  the timeline is finished (``_kernel``/``_copy``), and under CUPTI a stream kernel's
+  "submitted" becomes its dispatch by the front end (``_dispatched``; see ``profiler.py``).
+
+Records go to ``records`` and ``marks``: lists, or a ``TimelineStream`` that hands each out as
+soon as it is final (:meth:`Timeline.stream_to`).
+"""
+
+from gpufe.sim.cosim.engines import Kernel
+
+#: API call -> the CUDA runtime function CUPTI names
+RUNTIME_NAMES = {
+    "launch_kernel": "cudaLaunchKernel_v7000",
+    "memcpy_async": "cudaMemcpyAsync_v3020",
+    "event_record": "cudaEventRecord_v3020",
+    "stream_wait_event": "cudaStreamWaitEvent_v3020",
+    "stream_synchronize": "cudaStreamSynchronize_v3020",
+    "event_synchronize": "cudaEventSynchronize_v3020",
+    "event_query": "cudaEventQuery_v3020",
+    "device_synchronize": "cudaDeviceSynchronize_v3020",
+    "stream_create": "cudaStreamCreateWithPriority_v5050",
+    "event_create": "cudaEventCreateWithFlags_v3020",
+    "stream_begin_capture": "cudaStreamBeginCapture_v10000",
+    "stream_end_capture": "cudaStreamEndCapture_v10000",
+    "graph_instantiate": "cudaGraphInstantiate_v12000",
+    "graph_launch": "cudaGraphLaunch_v10000",
+}
+
+# CUPTI synchronization types
+SYNC_EVENT, SYNC_STREAM, SYNC_DEVICE = 1, 3, 4
+#: CUPTI's "no stream" / "no event"
+NO_ID = 4294967295
+#: CUPTI channel types: compute and copy (async memcpy) channels
+CHANNEL_COMPUTE, CHANNEL_COPY = 1, 2
+FIRST_CORRELATION_ID = 101
+
+
+class Timeline:
+    """The records of one run. ``channel_types``: CUPTI channel type by channel id."""
+
+    def __init__(self, channel_types):
+        self.records = []           # timeline records (dicts), in the order they are made
+        self.marks = []
+        self.kernel_names = {}      # kernel id -> name: the driver's function table
+        self._channel_types = channel_types
+        self._tracker = None        # a TimelineStream told of work dispatched and done
+        self._corr = FIRST_CORRELATION_ID - 1
+
+    def stream_to(self, stream):
+        """Hand records out through a ``TimelineStream`` instead of keeping them."""
+        self.records, self.marks, self._tracker = stream, stream.marks, stream
+
+    def correlation_id(self):
+        self._corr += 1
+        return self._corr
+
+    # -- what the runtime makes ------------------------------------------------------------------
+
+    def runtime(self, api, start, corr, end, **extra):
+        rec = {"kind": "runtime", "name": RUNTIME_NAMES[api], "corr": corr, "tid": 1,
+               "start": start, "end": end}
+        rec.update(extra)
+        self.records.append(rec)
+        return rec
+
+    def sync(self, sync_type, corr, start, end, stream=NO_ID, event=NO_ID):
+        self.records.append({"kind": "sync", "type": sync_type, "corr": corr, "stream": stream,
+                             "event": event, "start": start, "end": end})
+
+    def mark(self, what, t):
+        self.marks.append({"kind": "meta", "what": what, "t": t})
+
+    # -- what the engines report (CoSim.activity) -------------------------------------------------
+
+    def dispatched(self, job, now_ns):
+        """The front end dispatched ``job`` (an engine's Kernel or Copy, with its decoded
+        descriptor): its activity record."""
+        d = job.launch
+        channel, node = job.key[0], job.key[2]
+        graph = d["graph_id"]
+        ids = (graph, graph << 32 | node) if graph else (0, 0)
+        if isinstance(job, Kernel):
+            rec = {"kind": "kernel", "name": self.kernel_names[d["kernel_id"]],
+                   "corr": d["correlation_id"], "stream": d["stream_id"], "channel": channel,
+                   "channel_type": self._channel_types[channel], "queued": d["queued_ns"],
+                   "submitted": d["submitted_ns"], "start": None, "end": None,
+                   "grid": [d["grid_x"], d["grid_y"], d["grid_z"]],
+                   "block": [d["block_x"], d["block_y"], d["block_z"]],
+                   "graph_id": ids[0], "graph_node": ids[1], "_kernel": job}
+            if not graph:
+                rec["_dispatched"] = job.dispatched
+        else:
+            rec = {"kind": "memcpy", "copy_kind": d["kind"], "bytes": d["length"],
+                   "corr": d["correlation_id"], "stream": d["stream_id"], "channel": channel,
+                   "channel_type": self._channel_types[channel], "start": None, "end": None,
+                   "graph_id": ids[0], "graph_node": ids[1], "_copy": job}
+        self.records.append(rec)
+        if self._tracker is not None:
+            self._tracker.dispatched(job, rec, now_ns)
+
+    def done(self, job):
+        if self._tracker is not None:
+            self._tracker.done(job)

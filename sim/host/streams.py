@@ -1,0 +1,91 @@
+"""How the UMD orders work: one syncpoint counter per stream (DESIGN.md section 2).
+
+- Each piece of a stream's work releases the stream's syncpoint (value = the stream's work
+  count) and the next piece of the same stream acquires it first, so kernels of one stream are
+  ordered and kernels of two streams sharing a channel are not. A kernel carries its release
+  in its launch descriptor (as a QMD's release fields: the counter is set as the kernel
+  completes, and the channel goes on meanwhile); a copy's is a RELEASE_WFI behind it.
+- An event record captures the stream's frontier: its syncpoint at the value it has then, and
+  whatever the stream waited for since its latest work (so a dependency passes on through any
+  number of events). ``stream_wait_event`` acquires every syncpoint of that frontier on the
+  waiting stream's channel, and the stream's next work on another channel (a copy channel)
+  acquires them again, since channel order does not reach there.
+- A host wait pushes a release of the stream's host semaphore behind the stream's work, and
+  polls the semaphore.
+"""
+
+from dataclasses import dataclass, field
+
+from gpufe.rtl.layouts import SemOp
+from gpufe.sim.host.encode import PushBuffer, syncpoint_address
+
+
+@dataclass
+class Stream:
+    name: str
+    id: int
+    priority: int                   # CUDA: 0 least, negative greater
+    channel: object                 # its compute channel (umd.Channel)
+    syncpoint: int
+    work: int = 0                   # releases of its syncpoint so far
+    last_channel: object = None     # channel of its latest work
+    capture: object = None          # the capture (graphs.Capture) it takes part in, if any
+    host_sem: int = 0
+    host_value: int = 0
+    # syncpoint -> value acquired by stream_wait_event since the stream's latest work, on its
+    # compute channel: later work on that channel is behind them in channel order, work on
+    # a copy channel acquires them again; the stream's next release stands for them
+    waits: dict = field(default_factory=dict)
+
+
+def acquire(cfg, pb, syncpoint, value):
+    pb.sem_acquire(syncpoint_address(cfg, syncpoint), value, SemOp.ACQ_CIRC_GEQ)
+
+
+def order_after_stream(cfg, pb, stream, ch):
+    """Acquire the stream's syncpoint when its latest work may still run, and, on a channel
+    other than the stream's own, what the stream has waited for since (on its own channel
+    those acquires are already ahead in the channel)."""
+    if stream.work:
+        acquire(cfg, pb, stream.syncpoint, stream.work)
+    if ch is not stream.channel:
+        for sp, value in sorted(stream.waits.items()):
+            acquire(cfg, pb, sp, value)
+
+
+def stream_frontier(stream):
+    """Syncpoint -> value: everything issued to the stream so far, waits included."""
+    deps = dict(stream.waits)
+    if stream.work:
+        deps[stream.syncpoint] = stream.work
+    return deps
+
+
+def release_on_completion(stream, ch):
+    """A kernel's own release of its stream's syncpoint, (syncpoint, value), for its launch
+    descriptor: set by the engine as the kernel completes; no channel release waits for it,
+    so the channel runs on."""
+    stream.work += 1
+    stream.last_channel = ch
+    stream.waits = {}
+    return (stream.syncpoint, stream.work)
+
+
+def release_stream(cfg, pb, stream, ch):
+    """The stream's syncpoint released behind the work just pushed (RELEASE_WFI)."""
+    stream.work += 1
+    stream.last_channel = ch
+    stream.waits = {}
+    pb.sem_release(syncpoint_address(cfg, stream.syncpoint), stream.work, wfi=True)
+
+
+def host_fence(cfg, stream):
+    """Commands that write the stream's host semaphore once its work, and what it waits for,
+    is done; None when there is nothing to wait for."""
+    if stream.work == 0 and not stream.waits:
+        return None
+    stream.host_value += 1
+    pb = PushBuffer()
+    order_after_stream(cfg, pb, stream, stream.channel)
+    pb.sem_release(stream.host_sem, stream.host_value, wfi=False)
+    return pb

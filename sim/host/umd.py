@@ -1,0 +1,145 @@
+"""The user-mode driver (UMD): which channel a stream's work goes on, push buffers, kickoff.
+
+- Channels: ``max_connections`` compute channels (CUDA_DEVICE_MAX_CONNECTIONS) and two copy
+  channels, one for H2D and one for D2H copies. Each has a GPFIFO ring and a push buffer in
+  host memory; the KMD sets its context up when it is created, before the program runs.
+- Streams on channels: the i-th stream created goes on compute channel i mod
+  ``max_connections`` (round robin); a channel's priority is the greatest of its streams'.
+  H2D and D2H copies go to their copy channel, D2D copies to the stream's own compute channel.
+- Kickoff: the commands of ``kickoff_batch`` API calls on a channel go out as one GPFIFO entry
+  and one doorbell (1: every call at once); synchronizing calls, host sleeps and the end of
+  the program flush every channel. A kickoff that finds the channel's ring or push buffer full
+  blocks the calling thread until the GPU has read enough. As it kicks a launch off, the UMD
+  writes the time into its launch descriptor (CUPTI's "submitted").
+- Memory: descriptor blocks come from the pool the engines give them back to once they have
+  read them; copy destinations from a bump allocator over device memory.
+"""
+
+from dataclasses import dataclass, field
+
+from gpufe.rtl.layouts import DEVICE_MEMORY_BASE, DEVICE_ALLOC_ALIGN
+from gpufe.sim.cosim.hostmem import SegmentRing
+from gpufe.sim.host.encode import gp_entry, submitted_update
+
+
+@dataclass
+class Channel:
+    id: int
+    kind: str                       # "compute", "h2d", "d2h"
+    ring_base: int
+    ring_entries: int
+    pb_bytes: int
+    put: int = 0
+    outstanding: int = 0            # GPFIFO entries the GPU has not finished reading
+    pb_used: int = 0
+    priority: int = 0
+    # (PushBuffer, launch descriptor address or None) of calls not kicked off yet
+    pending: list = field(default_factory=list)
+    pb_ring: SegmentRing = None     # the push buffer in host memory, segments carved from it
+
+
+class Umd:
+    def __init__(self, cosim, kmd):
+        self.sim = cosim
+        self.p = cosim.p
+        self.kmd = kmd
+        mc = cosim.max_connections
+        self.compute_channels = [self._make_channel(i, "compute") for i in range(mc)]
+        self.copy_channels = {"h2d": self._make_channel(mc, "h2d"),
+                              "d2h": self._make_channel(mc + 1, "d2h")}
+        self._next_device_address = DEVICE_MEMORY_BASE
+
+    def _make_channel(self, cid, kind):
+        entries = self.p.gpfifo_entries
+        base = self.sim.mem.alloc(8 * entries)
+        ch = Channel(cid, kind, base, entries, self.p.pushbuffer_bytes,
+                     pb_ring=SegmentRing(self.sim.mem, self.p.pushbuffer_bytes))
+        self.kmd.create_channel(cid, base, entries)
+        return ch
+
+    @property
+    def channels(self):
+        return self.compute_channels + list(self.copy_channels.values())
+
+    # -- which channel -----------------------------------------------------------------------------
+
+    def stream_channel(self, index):
+        """The compute channel of the ``index``-th stream created (round robin)."""
+        return self.compute_channels[index % len(self.compute_channels)]
+
+    def copy_channel(self, kind, stream):
+        return self.copy_channels.get(kind, stream.channel)
+
+    def add_stream_priority(self, ch, priority):
+        """A stream of CUDA ``priority`` comes onto ``ch``: the channel is served at the
+        greatest priority of its streams (the front end's levels: 0 least)."""
+        level = min(max(-priority, 0), self.sim.cfg.priority_levels - 1)
+        if level > ch.priority:
+            ch.priority = level
+            self.kmd.set_priority(ch.id, level)
+
+    # -- memory -----------------------------------------------------------------------------------
+
+    def take_descriptor(self):
+        """A descriptor block; the engine that reads it gives it back."""
+        return self.sim.descriptors.take()
+
+    def device_alloc(self, nbytes):
+        a = self._next_device_address
+        self._next_device_address += max(DEVICE_ALLOC_ALIGN, -(-nbytes // DEVICE_ALLOC_ALIGN)
+                                         * DEVICE_ALLOC_ALIGN)
+        return a
+
+    # -- commands and kickoff ----------------------------------------------------------------------
+
+    def queue(self, ch, pb, descriptor=None):
+        """Commands for the channel's next kickoff (``descriptor``: the launch's, which gets
+        its submitted time then)."""
+        ch.pending.append((pb, descriptor))
+
+    def submit(self, ch, pb, descriptor=None):
+        """Queue commands on a channel; kick off when the policy says so. Returns whether the
+        CPU had to wait for space."""
+        self.queue(ch, pb, descriptor)
+        if len(ch.pending) >= self.p.kickoff_batch:
+            return (yield from self.kickoff(ch))
+        return False
+
+    def flush_all(self, cost=None):
+        for ch in self.channels:
+            if ch.pending:
+                yield ("cpu", self.p.kickoff_ns if cost is None else cost)
+                yield from self.kickoff(ch)
+
+    def kickoff(self, ch):
+        """One GPFIFO entry for everything queued on the channel, then the doorbell; block
+        while the ring or the push buffer is full."""
+        mem = self.sim.mem
+        words = [w for pb, _ in ch.pending for w in pb.words]
+        nbytes = 4 * len(words)
+        full = lambda: (ch.outstanding >= ch.ring_entries - 1
+                        or ch.pb_used + nbytes > ch.pb_bytes)
+        blocked = full()
+        yield ("wait", lambda: not full(),
+               f"a kickoff on channel {ch.id} waiting for GPFIFO or push-buffer space")
+        seg = ch.pb_ring.place(nbytes)      # fits: at most pb_bytes are in flight
+        mem.write_dwords(seg, words)
+        entry = gp_entry(seg, len(words))
+        mem.write_dwords(ch.ring_base + 8 * ch.put, [entry & 0xFFFFFFFF, entry >> 32])
+        ch.put = (ch.put + 1) % ch.ring_entries
+        ch.outstanding += 1
+        ch.pb_used += nbytes
+        offset, submitted = submitted_update(self.sim.now_ns)
+        for _, descriptor in ch.pending:
+            if descriptor is not None:
+                mem.write_dwords(descriptor + offset, submitted)
+        ch.pending = []
+
+        def consumed():
+            ch.outstanding -= 1
+            ch.pb_used -= nbytes
+            ch.pb_ring.release()
+            self.sim.poke_cpu()
+        self.sim.segment_ends[seg + nbytes] = consumed
+        self.kmd.ring_doorbell(ch.id, ch.put)
+        return blocked

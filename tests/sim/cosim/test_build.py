@@ -1,0 +1,183 @@
+"""`gpufe build` and the build lock of the compiled backend, with fake build steps: nothing
+here compiles a model."""
+
+import json
+import multiprocessing
+import pathlib
+import threading
+import time
+
+import pytest
+
+from gpufe.sim import cli
+from gpufe.sim.cosim import compiled
+from gpufe.sim.cosim.compiled import _Progress, built_once
+from gpufe.sim.params import load
+
+
+class FakeBuild:
+    """A build step that takes ``seconds`` and writes ``out``; ``find`` sees its result."""
+
+    def __init__(self, out, seconds=0.5, started=None):
+        self.out, self.seconds, self.started = pathlib.Path(out), seconds, started
+        self.builds = 0
+
+    def find(self):
+        return self.out if self.out.exists() else None
+
+    def make(self):
+        self.builds += 1
+        if self.started:
+            self.started.set()
+        time.sleep(self.seconds)
+        self.out.write_text("built\n")
+        return self.out
+
+
+def test_a_second_thread_waits_for_the_first_ones_build(tmp_path):
+    started = threading.Event()
+    fake = FakeBuild(tmp_path / "lib.so", started=started)
+    lock = tmp_path / "by-source" / "key.lock"
+    logs = {1: [], 2: []}
+    got = {}
+
+    def call(n):
+        got[n] = built_once(lock, fake.find, fake.make, _Progress(logs[n].append))
+
+    first = threading.Thread(target=call, args=(1,))
+    first.start()
+    assert started.wait(10)                 # the first holds the lock and is building
+    t0 = time.monotonic()
+    second = threading.Thread(target=call, args=(2,))
+    second.start()
+    first.join(10)
+    second.join(10)
+    assert fake.builds == 1
+    assert got == {1: fake.out, 2: fake.out}
+    assert any("waiting for another process building the same model" in m for m in logs[2])
+    assert any("built meanwhile by another process" in m for m in logs[2])
+    assert logs[1] == []
+    assert time.monotonic() - t0 >= 0.2     # it waited for the build to end
+
+
+def _build_in_process(out, lock, log, started):
+    fake = FakeBuild(out, seconds=1.0, started=started)
+
+    def make():
+        with open(log, "a") as f:
+            f.write("make\n")
+        return fake.make()
+
+    built_once(pathlib.Path(lock), fake.find, make, _Progress(lambda m: None))
+
+
+def test_two_processes_build_once(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    started = ctx.Event()
+    out, lock, log = tmp_path / "lib.so", tmp_path / "key.lock", tmp_path / "makes.log"
+    a = ctx.Process(target=_build_in_process, args=(out, lock, log, started))
+    a.start()
+    assert started.wait(10)
+    b = ctx.Process(target=_build_in_process, args=(out, lock, log, ctx.Event()))
+    b.start()
+    a.join(20)
+    b.join(20)
+    assert a.exitcode == b.exitcode == 0
+    assert log.read_text() == "make\n" and out.read_text() == "built\n"
+
+
+def test_a_cached_build_is_taken_without_the_lock(tmp_path):
+    fake = FakeBuild(tmp_path / "lib.so")
+    fake.out.write_text("old\n")
+    lock = tmp_path / "missing" / "key.lock"
+    assert built_once(lock, fake.find, fake.make, _Progress(None)) == fake.out
+    assert fake.builds == 0 and not lock.exists()
+
+
+@pytest.fixture()
+def fake_compiler(monkeypatch, tmp_path):
+    """build_for with a cache where only max_connections 8 is built; building another
+    logs two progress lines and makes a file."""
+    built = []
+
+    def cached(dut):
+        mc = dut.cfg.channels - 2
+        return tmp_path / f"mc{mc}.so" if mc == 8 or mc in built else None
+
+    def build(dut, log=None):
+        mc = dut.cfg.channels - 2
+        log(f"gpufe build [0m00s]: converting the FrontEnd ({dut.cfg.channels} channels)")
+        log("gpufe build [0m01s]: done")
+        built.append(mc)
+        return tmp_path / f"mc{mc}.so"
+
+    monkeypatch.setattr(compiled, "cached_library", cached)
+    monkeypatch.setattr(compiled, "build", build)
+    return built
+
+
+def test_gpufe_build_says_a_cached_model_is_cached(fake_compiler, capsys):
+    assert cli.main(["build"]) == 0               # h200's max_connections: 8
+    out, err = capsys.readouterr()
+    assert "max_connections 8 (10 channels, params h200): cached" in out
+    assert fake_compiler == [] and err == ""
+
+
+def test_gpufe_build_builds_with_progress(fake_compiler, capsys):
+    assert cli.main(["build", "--max-connections", "2", "8"]) == 0
+    out, err = capsys.readouterr()
+    assert fake_compiler == [2]
+    assert "max_connections 2 (4 channels, params h200): built in" in out
+    assert "max_connections 8 (10 channels, params h200): cached" in out
+    assert "gpufe build [0m00s]: converting the FrontEnd (4 channels)" in err
+
+
+def test_gpufe_build_all_builds_what_the_examples_and_scenarios_use(fake_compiler, capsys):
+    used = cli.connections_used(load("h200"))
+    examples = pathlib.Path(__file__).parents[3] / "examples"
+    assert {json.loads(p.read_text()).get("max_connections") or 8
+            for p in examples.glob("*.json")} <= set(used)
+    assert 8 in used and 1 in used and 32 in used
+    assert cli.main(["build", "--all"]) == 0
+    assert sorted(fake_compiler) == [mc for mc in used if mc != 8]
+
+
+def test_gpufe_build_refuses_bad_values(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["build", "--max-connections", "0"])
+    assert "0 is not in 1..32" in capsys.readouterr().err
+
+
+def test_a_first_run_shows_the_build_progress(monkeypatch, tmp_path, capsys):
+    """The compiled backend's first run for a design builds it and says so on stderr (here
+    the build fails after its first line, and the run goes on in Amaranth's simulator)."""
+    def build(dut, log=None):
+        log("gpufe build [0m00s]: converting the FrontEnd (3 channels) to RTLIL")
+        raise compiled.BackendUnavailable("no C++ compiler found (test)")
+
+    monkeypatch.setattr(compiled, "build", build)
+    w = tmp_path / "w.json"
+    w.write_text(json.dumps({"max_connections": 1, "program": [
+        {"op": "stream_create", "name": "s"},
+        {"op": "launch_kernel", "stream": "s", "kernel": "k"},
+        {"op": "device_synchronize"}]}))
+    assert cli.main(["run", str(w)]) == 0
+    err = capsys.readouterr().err
+    assert "gpufe build [0m00s]: converting the FrontEnd (3 channels) to RTLIL" in err
+    assert "using Amaranth's simulator" in err
+
+
+def test_gpufe_build_of_a_cached_model_builds_nothing(capsys):
+    """The real cache: a model already built is said to be cached, and nothing is added."""
+    from gpufe.rtl.frontend import FrontEnd
+    params = load("h200")
+    dut = FrontEnd(params.frontend_config())
+    compiled._elaborated_elsewhere(dut)
+    lib = compiled.cached_library(dut)
+    if lib is None:
+        pytest.skip("the default model is not built yet (gpufe build builds it)")
+    cache = compiled._cache_dir()
+    before = sorted(p.name for p in cache.rglob("*"))
+    assert cli.main(["build"]) == 0
+    assert f"cached, {lib}" in capsys.readouterr().out
+    assert sorted(p.name for p in cache.rglob("*")) == before
