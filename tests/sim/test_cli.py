@@ -99,16 +99,6 @@ def tiny(tmp_path, program=None, name="w.json", **top):
     return w
 
 
-@pytest.fixture
-def no_simulation(monkeypatch):
-    """Fail the test if a simulation starts: every check comes before."""
-    import gpufe.sim.run
-
-    def simulate(*a, **kw):
-        raise AssertionError("a simulation started")
-    monkeypatch.setattr(gpufe.sim.run, "simulate", simulate)
-
-
 def one_error_line(capsys, *fragments):
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]

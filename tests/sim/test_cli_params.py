@@ -21,16 +21,6 @@ def workload(tmp_path, launches=6):
     return w
 
 
-@pytest.fixture
-def no_simulation(monkeypatch):
-    """Fail the test if a simulation starts: every check comes before."""
-    import gpufe.sim.run
-
-    def simulate(*a, **kw):
-        raise AssertionError("a simulation started")
-    monkeypatch.setattr(gpufe.sim.run, "simulate", simulate)
-
-
 def the_error(capsys):
     """The one line on stderr."""
     captured = capsys.readouterr()
