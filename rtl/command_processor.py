@@ -1,7 +1,7 @@
 """Command processor, picking a channel, decoding its methods, dispatching work:
 :class:`CommandProcessor`."""
 
-from amaranth import Module, Signal, Array, Mux, Cat
+from amaranth import Module, Signal, Array, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -36,18 +36,29 @@ HOST_METHODS = (Method.NOP, Method.NON_STALL_INTERRUPT, Method.SEM_ADDR_LO, Meth
 
 
 class CommandProcessor(wiring.Component):
-    """Command processor: picks a channel, decodes its methods, dispatches work.
+    """Command processor: its PBDMA picks a channel and decodes its methods; it dispatches work.
 
-    Arbitration: among channels with decodable work (data in the FIFO, or a method waiting to
-    be replayed) that are not parked, blocked or in error, the highest priority level wins,
-    round robin within a level. The CP re-arbitrates when the channel runs dry, after each
-    dispatch, and after an acquire that parks it.
+    Arbitration: among the channels the runlist scheduler serves (``eligible``) that have
+    decodable work (data in the FIFO, or a method waiting to be replayed) and are not parked,
+    blocked or in error, the highest priority level wins, round robin within a level.
+
+    The PBDMA stays on its channel while the channel has work: after a dispatch it goes on
+    with the channel's next method. It moves to another channel when the channel runs out of
+    work, when an acquire fails (the channel is parked), when the channel is no longer served,
+    after a dispatch when a channel of greater priority waits, or, with a channel timeslice set
+    (``ch_timeslice`` cycles, 0: none), after a dispatch once the channel has held it that long
+    while another channel waits.
+
+    When the channel's acquire fails while another served channel has work (ready, or itself
+    waiting on an acquire), the PBDMA switches the channel out at once (SAVE) instead of
+    waiting for the next one to become ready; a channel that wakes then costs only its LOAD.
 
     Per-channel decode state (method address, remaining count, mode, subchannel, semaphore
     address and payload, launch descriptor and copy registers, dispatch sequence number) lives
-    in a context memory (:func:`context_layout`); switching channels saves the current context
-    and loads the next in one cycle, so a switch costs two cycles and a method may span any
-    number of switches.
+    in a context memory (:func:`context_layout`), RAMFC-like; a method may span any number of
+    switches. A switch writes the current context back (SAVE: ``ctx_save`` cycles more) and
+    reads the next one (LOAD: ``ctx_load`` cycles more): these are the costs that limit how many
+    channels' dependent launches the front end resolves per microsecond.
 
     A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
     graph walker like work to an engine; the graph's completion counts as its completion.
@@ -58,9 +69,11 @@ class CommandProcessor(wiring.Component):
     write 1 clears it.
 
     Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
-    FIFO read returns); a channel switch costs two cycles. A dispatch holds the CP until the
-    engine takes the record, which is offered the cycle after its method executes. WFI holds the
-    whole CP (every channel) until all dispatched work has completed.
+    FIFO read returns); a channel switch costs ``ctx_save + ctx_load + 2`` cycles (one more
+    with nothing loaded to save it: ``ctx_load + 1``). A dispatch holds the CP until the engine
+    takes the record, which is offered the cycle after its method executes; a kernel launch
+    then holds it ``launch_hold`` cycles more (CUPTI's per-launch work). WFI holds the whole CP
+    (every channel) until all dispatched work has completed.
 
     Parameters
     ----------
@@ -78,6 +91,16 @@ class CommandProcessor(wiring.Component):
         The dword popped, a cycle after the pop.
     nonempty : In(cfg.channels)
         Channels with data in the FIFO.
+    eligible : In(cfg.channels)
+        Channels the runlist scheduler serves now (the active TSG's).
+    ctx_save, ctx_load : In(16)
+        Extra cycles to save and to load a channel's context at a switch.
+    ch_timeslice : In(16)
+        Cycles a channel may keep the PBDMA while another waits (0: no limit).
+    launch_hold : In(16)
+        Cycles the PBDMA spends after each kernel launch it dispatches.
+    has_work : Out(cfg.channels)
+        Channels with something to decode (FIFO data or a method to replay), not in error.
     priority : In(data.ArrayLayout(cfg.prio_bits, cfg.channels))
         Priority of each channel, greater first.
     release : Out(stream.Signature(release_layout(cfg)))
@@ -148,6 +171,12 @@ class CommandProcessor(wiring.Component):
             "read_pop": Out(1),
             "read_data": In(32),
             "nonempty": In(n),
+            "eligible": In(n),
+            "ctx_save": In(16),
+            "ctx_load": In(16),
+            "ch_timeslice": In(16),
+            "launch_hold": In(16),
+            "has_work": Out(n),
             "priority": In(data.ArrayLayout(cfg.prio_bits, n)),
             "release": Out(stream.Signature(release_layout(cfg))),
             "acquire": Out(stream.Signature(acquire_layout(cfg))),
@@ -186,8 +215,9 @@ class CommandProcessor(wiring.Component):
 
         m.submodules.arb = arb = PriorityRoundRobin(n, cfg.priority_levels)
 
-        state = Signal(CPState)
-        chan = Signal(cfg.chan_bits)
+        # the PBDMA: its state and the channel whose context it holds (named for waveforms)
+        state = Signal(CPState, name="pbdma_state")
+        chan = Signal(cfg.chan_bits, name="pbdma_channel")
         ctx = Signal(ctx_layout)
         loaded = Signal()           # ctx holds chan's live context (to be saved on a switch)
         replay = Signal(n)          # channel has a method word to execute again
@@ -217,10 +247,11 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += st.eq(ChannelState.READY)
             with m.Else():
                 m.d.comb += st.eq(ChannelState.IDLE)
-            m.d.comb += runnable[i].eq(st == ChannelState.READY)
+            m.d.comb += runnable[i].eq((st == ChannelState.READY) & self.eligible[i])
             with m.If(self.query_channel == i):
                 m.d.comb += self.query_state.eq(st.as_value() | (cause[i].as_value() << 4))
-        m.d.comb += [arb.requests.eq(runnable), arb.priority.eq(self.priority)]
+        m.d.comb += [arb.requests.eq(runnable), arb.priority.eq(self.priority),
+                     self.has_work.eq((self.nonempty | replay) & ~err)]
 
         # -- errors --
         def raise_error(c, why):
@@ -405,27 +436,76 @@ class CommandProcessor(wiring.Component):
                     leave()
 
         # -- the FSM --
-        m.d.comb += [ctx_wp.addr.eq(chan), ctx_wp.data.eq(ctx), ctx_rp.addr.eq(arb.grant)]
-        next_chan = Signal(cfg.chan_bits)
+        next_chan = Signal(cfg.chan_bits, name="pbdma_next_channel")   # being switched to
+        wait = Signal(16, name="pbdma_wait")     # cycles left in SAVE, LOAD or HOLD
+        slice_left = Signal(16)             # channel timeslice left
+        with m.If(slice_left != 0):
+            m.d.sync += slice_left.eq(slice_left - 1)
+        not_me = ~(Const(1, n) << chan)[:n]
+        others_waiting = (runnable & not_me).any()
+        # another served channel has work (ready, or waiting on an acquire of its own)
+        others_busy = ((self.nonempty | replay | self.parked) & self.eligible & ~err
+                       & not_me).any()
+        evict = Signal()        # the PBDMA writes its parked channel's context back now
+        evicting = Signal()
+        m.d.comb += evict.eq(loaded & self.parked.bit_select(chan, 1) & others_busy)
+
+        cur_prio = Signal(cfg.prio_bits)
+        m.d.comb += cur_prio.eq(self.priority[chan])
+        higher_waiting = arb.valid & (self.priority[arb.grant] > cur_prio)
+
+        def go_on_or_yield():
+            """After a dispatch: the next method of the channel, unless a channel of greater
+            priority waits, or its timeslice is over while another channel waits."""
+            with m.If(higher_waiting
+                      | ((self.ch_timeslice != 0) & (slice_left == 0) & others_waiting)):
+                leave()
+            with m.Else():
+                m.d.sync += state.eq(CPState.FETCH)
+
+        m.d.comb += [ctx_wp.addr.eq(chan), ctx_wp.data.eq(ctx),
+                     ctx_rp.addr.eq(Mux(state == CPState.ARBITRATE, arb.grant, next_chan))]
         with m.Switch(state):
             with m.Case(CPState.ARBITRATE):
                 with m.If(arb.valid):
                     m.d.comb += arb.advance.eq(1)
                     with m.If(loaded & (arb.grant == chan)):
                         m.d.sync += state.eq(CPState.FETCH)
+                    with m.Elif(loaded):
+                        # write the current context back, then read the next one
+                        m.d.comb += ctx_wp.en.eq(1)
+                        m.d.sync += [next_chan.eq(arb.grant), state.eq(CPState.SAVE),
+                                     wait.eq(self.ctx_save)]
                     with m.Else():
-                        # save the current context and read the next one in the same cycle
-                        m.d.comb += ctx_wp.en.eq(loaded)
-                        m.d.sync += [next_chan.eq(arb.grant), state.eq(CPState.LOAD)]
-            with m.Case(CPState.LOAD):
-                m.d.sync += [chan.eq(next_chan), loaded.eq(1), state.eq(CPState.FETCH),
-                             fresh.bit_select(next_chan, 1).eq(0)]
-                with m.If(fresh.bit_select(next_chan, 1)):
-                    m.d.sync += ctx.eq(0)
+                        m.d.sync += [next_chan.eq(arb.grant), state.eq(CPState.LOAD),
+                                     wait.eq(self.ctx_load)]
+                with m.Elif(evict):
+                    # its acquire failed and others have work: switch it out at once, so
+                    # that a channel waking next pays only the load
+                    m.d.comb += ctx_wp.en.eq(1)
+                    m.d.sync += [state.eq(CPState.SAVE), wait.eq(self.ctx_save),
+                                 evicting.eq(1)]
+            with m.Case(CPState.SAVE):
+                with m.If((wait == 0) & evicting):
+                    m.d.sync += [state.eq(CPState.ARBITRATE), loaded.eq(0), evicting.eq(0)]
+                with m.Elif(wait == 0):
+                    m.d.sync += [state.eq(CPState.LOAD), wait.eq(self.ctx_load)]
                 with m.Else():
-                    m.d.sync += ctx.eq(ctx_rp.data)
+                    m.d.sync += wait.eq(wait - 1)
+            with m.Case(CPState.LOAD):
+                with m.If(wait == 0):
+                    m.d.sync += [chan.eq(next_chan), loaded.eq(1), state.eq(CPState.FETCH),
+                                 fresh.bit_select(next_chan, 1).eq(0),
+                                 slice_left.eq(self.ch_timeslice)]
+                    with m.If(fresh.bit_select(next_chan, 1)):
+                        m.d.sync += ctx.eq(0)
+                    with m.Else():
+                        m.d.sync += ctx.eq(ctx_rp.data)
+                with m.Else():
+                    m.d.sync += wait.eq(wait - 1)
             with m.Case(CPState.FETCH):
                 with m.If(err.bit_select(chan, 1) | self.parked.bit_select(chan, 1)
+                          | ~self.eligible.bit_select(chan, 1)
                           | self.release_stall.bit_select(chan, 1)
                           | (replay.bit_select(chan, 1)
                              & self.release_busy.bit_select(chan, 1))):
@@ -469,9 +549,17 @@ class CommandProcessor(wiring.Component):
                     m.d.comb += [self.dispatched.valid.eq(1), self.dispatched.payload.eq(chan)]
                     m.d.sync += [self.compute.valid.eq(0), self.copy.valid.eq(0),
                                  self.graph.valid.eq(0), ctx.seq.eq(ctx.seq + 1)]
-                    leave()          # a dispatch is a point to re-arbitrate
+                    with m.If(self.compute.valid & (self.launch_hold != 0)):
+                        m.d.sync += [state.eq(CPState.HOLD), wait.eq(self.launch_hold - 1)]
+                    with m.Else():
+                        go_on_or_yield()
                 with m.Elif(~port_valid):
                     leave()
+            with m.Case(CPState.HOLD):
+                with m.If(wait == 0):
+                    go_on_or_yield()
+                with m.Else():
+                    m.d.sync += wait.eq(wait - 1)
             with m.Case(CPState.WFI):
                 with m.If(self.all_complete):
                     m.d.sync += state.eq(CPState.FETCH)
@@ -484,6 +572,6 @@ class CommandProcessor(wiring.Component):
             with m.If(c == chan):
                 m.d.sync += loaded.eq(0)
 
-        m.d.comb += self.quiescent.eq(((state == CPState.ARBITRATE) & ~arb.valid)
+        m.d.comb += self.quiescent.eq(((state == CPState.ARBITRATE) & ~arb.valid & ~evict)
                                       | ((state == CPState.WFI) & ~self.all_complete))
         return m

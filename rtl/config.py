@@ -52,6 +52,8 @@ class FrontEndConfig:
     graph_inflight_max: int = 128
     #: Graph launches queued in front of the walker.
     graph_queue: int = 4
+    #: Contexts (TSGs: one per process) the runlist scheduler time-slices among.
+    tsgs: int = 4
 
     def __post_init__(self):
         def need(cond, what):
@@ -70,6 +72,7 @@ class FrontEndConfig:
              "syncpoint_base must be aligned to the window size")
         need(1 <= self.gp_entries_log2_max <= 16, "gp_entries_log2_max must be 1..16")
         need(2 <= self.graph_nodes_max <= 1 << 16, "graph_nodes_max must be 2..65536")
+        need(1 <= self.tsgs <= 64, "tsgs must be 1..64")
 
     # Derived widths, named once here.
     @property
@@ -121,6 +124,10 @@ class FrontEndConfig:
     @property
     def edge_bits(self):
         return bits_for(self.graph_edges_max)
+
+    @property
+    def tsg_bits(self):
+        return bits_for(self.tsgs)
 
     @property
     def gp_bits(self):

@@ -15,7 +15,9 @@ class DoorbellRegisterFile(wiring.Component):
     """Doorbell register file: the MMIO face of the channels.
 
     One register block per channel (GP_PUT doorbell, GP_GET, GPFIFO base and size, priority,
-    state) and a global page (status, error mask, interrupt); the map is
+    state, and its TSG: the KMD's channel table) and a global page (status, error mask,
+    interrupt, and the host scheduler's configuration: TSG timeslice and switch time, the
+    PBDMA's context save and load cycles, channel timeslice, launch hold); the map is
     :class:`~gpufe.rtl.layouts.ChannelReg` and :class:`~gpufe.rtl.layouts.GlobalReg`.
     ``pending`` has a bit per channel whose GP_PUT differs from its GP_GET: new GPFIFO entries
     the fetcher has not read yet.
@@ -70,6 +72,14 @@ class DoorbellRegisterFile(wiring.Component):
         cleared. ``ready`` is not looked at.
     clear_interrupt : Out(2)
         The bits written to INTERRUPT during the cycle of that write (write 1 to clear), else 0.
+    channel_tsg : Out(data.ArrayLayout(cfg.tsg_bits, cfg.channels))
+        TSG register of each channel: the context it belongs to.
+    scheduler_status : In(32)
+        Returned by an ACTIVE_TSG read: the TSG served, bit 31 set during a switch.
+    timeslice, switch_time : Out(32)
+        TSG_TIMESLICE and TSG_SWITCH (ns).
+    ctx_save, ctx_load, ch_timeslice, launch_hold : Out(16)
+        CTX_SAVE, CTX_LOAD, CH_TIMESLICE, LAUNCH_HOLD (cycles).
     status : Out(32)
         The STATUS register: bits 2:0 ``STATUS_BAD_CHANNEL``, ``STATUS_BAD_PUT``,
         ``STATUS_BAD_VALUE`` (a STATUS write of 1s clears them); bits 31:16 the address of the
@@ -101,6 +111,15 @@ class DoorbellRegisterFile(wiring.Component):
             "priority": Out(data.ArrayLayout(cfg.prio_bits, n)),
             "clear_error": Out(stream.Signature(cb)),
             "clear_interrupt": Out(2),
+            # to the runlist scheduler and the PBDMA
+            "channel_tsg": Out(data.ArrayLayout(cfg.tsg_bits, n)),
+            "scheduler_status": In(32),
+            "timeslice": Out(32),
+            "switch_time": Out(32),
+            "ctx_save": Out(16),
+            "ctx_load": Out(16),
+            "ch_timeslice": Out(16),
+            "launch_hold": Out(16),
             "status": Out(32),
         })
 
@@ -115,6 +134,16 @@ class DoorbellRegisterFile(wiring.Component):
         size_log2 = Array(Signal(5, init=cfg.gp_entries_log2_max, name=f"gp_log2_{i}")
                           for i in range(n))
         prio = Array(Signal(cfg.prio_bits, name=f"prio{i}") for i in range(n))
+        tsg = Array(Signal(cfg.tsg_bits, name=f"tsg{i}") for i in range(n))
+        # the host scheduler's configuration registers (GlobalReg name -> register)
+        config = {GlobalReg.TSG_TIMESLICE: self.timeslice, GlobalReg.TSG_SWITCH: self.switch_time,
+                  GlobalReg.CTX_SAVE: self.ctx_save, GlobalReg.CTX_LOAD: self.ctx_load,
+                  GlobalReg.CH_TIMESLICE: self.ch_timeslice,
+                  GlobalReg.LAUNCH_HOLD: self.launch_hold}
+        config_regs = {reg: Signal(len(port), name=reg.name.lower())
+                       for reg, port in config.items()}
+        for reg, port in config.items():
+            m.d.comb += port.eq(config_regs[reg])
 
         for i in range(n):
             m.d.comb += [
@@ -123,6 +152,7 @@ class DoorbellRegisterFile(wiring.Component):
                 self.gp_base[i].eq(base[i] << 3),
                 self.gp_entries_log2[i].eq(size_log2[i]),
                 self.priority[i].eq(prio[i]),
+                self.channel_tsg[i].eq(tsg[i]),
             ]
 
         def ring_mask(log2):
@@ -155,6 +185,9 @@ class DoorbellRegisterFile(wiring.Component):
                         m.d.sync += status[:3].eq(status[:3] & ~w.data[:3])
                     with m.Case(GlobalReg.INTERRUPT):
                         m.d.comb += self.clear_interrupt.eq(w.data[:2])
+                    for reg, cfg_reg in config_regs.items():
+                        with m.Case(reg):
+                            m.d.sync += cfg_reg.eq(w.data)
             with m.Elif(wchan >= n):
                 flag(STATUS_BAD_CHANNEL)
             with m.Else():
@@ -177,6 +210,11 @@ class DoorbellRegisterFile(wiring.Component):
                                          gp_get[c].eq(0)]
                     with m.Case(ChannelReg.PRIORITY):
                         m.d.sync += prio[c].eq(w.data)
+                    with m.Case(ChannelReg.TSG):
+                        with m.If(w.data >= cfg.tsgs):
+                            flag(STATUS_BAD_VALUE)
+                        with m.Else():
+                            m.d.sync += tsg[c].eq(w.data)
                     with m.Case(ChannelReg.STATE):
                         with m.If(w.data[0]):
                             # clear the error and drop whatever the ring still holds
@@ -198,6 +236,11 @@ class DoorbellRegisterFile(wiring.Component):
                     m.d.comb += self.read_data.eq(self.interrupt_status)
                 with m.Case(GlobalReg.CHANNELS):
                     m.d.comb += self.read_data.eq(n)
+                with m.Case(GlobalReg.ACTIVE_TSG):
+                    m.d.comb += self.read_data.eq(self.scheduler_status)
+                for reg, cfg_reg in config_regs.items():
+                    with m.Case(reg):
+                        m.d.comb += self.read_data.eq(cfg_reg)
         with m.Elif(rchan < n):
             c = rchan[:cfg.chan_bits]
             with m.Switch(r[:3]):
@@ -215,4 +258,6 @@ class DoorbellRegisterFile(wiring.Component):
                     m.d.comb += self.read_data.eq(prio[c])
                 with m.Case(ChannelReg.STATE):
                     m.d.comb += self.read_data.eq(self.read_state)
+                with m.Case(ChannelReg.TSG):
+                    m.d.comb += self.read_data.eq(tsg[c])
         return m

@@ -1,13 +1,14 @@
 """FrontEnd, the device front end from doorbells to engine dispatch as one component:
 :class:`FrontEnd`."""
 
-from amaranth import Module, Mux
+from amaranth import Module, Mux, Signal, Cat
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from .config import FrontEndConfig
 from .layouts import (MmioWrite, DmaWrite, dma_read_request_layout, dma_read_response_layout,
-                      launch_record_layout, copy_record_layout, completion_layout)
+                      launch_record_layout, copy_record_layout, completion_layout,
+                      context_switch_layout)
 from .doorbell import DoorbellRegisterFile
 from .fetcher import DmaFetcher
 from .fifo_sram import PartitionedFifo
@@ -15,6 +16,7 @@ from .command_processor import CommandProcessor
 from .syncpoint import SyncpointUnit
 from .graph_walker import GraphWalker
 from .stream_mux import StreamMux
+from .runlist import RunlistScheduler
 
 __all__ = ["FrontEnd"]
 
@@ -33,6 +35,11 @@ class FrontEnd(wiring.Component):
 
     A graph launch goes from the CP to the GraphWalker, which loads the graph's table over the
     same DMA read port and dispatches its nodes through the same engine ports.
+
+    The RunlistScheduler decides which context (TSG: the channels of one process) is served:
+    the CP's PBDMA decodes only that TSG's channels, and ``context`` tells the engines which
+    TSG's work runs. Its timers are deadlines on ``now``; ``wake_at`` says the next one, so a
+    harness jumping over idle time stops there.
 
     ``idle`` is high when no block can change state without an external input and no output is
     waiting to be taken: a harness may then jump time to its next external event. ``now`` is
@@ -78,6 +85,12 @@ class FrontEnd(wiring.Component):
     copy_done : In(stream.Signature(completion_layout(cfg)))
         Completions of copies, likewise; a graph node's copy completion also waits while a graph
         node's kernel completion is offered on ``compute_done``.
+    context : Out(stream.Signature(context_switch_layout(cfg)))
+        Context switches, to the engines: a TSG stops (``run`` 0: preempt its work) or starts
+        (``run`` 1). Held until taken.
+    wake_at : Out(64)
+        The next time (ns) at which the design changes state by itself, with no input
+        (:data:`~gpufe.rtl.runlist.NEVER` when none): ``idle`` holds only until then.
     irq : Out(1)
         Interrupt: a channel went to ERROR, or a NON_STALL_INTERRUPT method executed.
     idle : Out(1)
@@ -100,6 +113,8 @@ class FrontEnd(wiring.Component):
         The syncpoint unit.
     walker : GraphWalker
         The graph walker.
+    runlist : RunlistScheduler
+        The runlist scheduler.
     """
 
     def __init__(self, cfg=None):
@@ -120,6 +135,8 @@ class FrontEnd(wiring.Component):
             "copy": Out(stream.Signature(copy_record_layout(cfg))),
             "compute_done": In(stream.Signature(completion_layout(cfg))),
             "copy_done": In(stream.Signature(completion_layout(cfg))),
+            "context": Out(stream.Signature(context_switch_layout(cfg))),
+            "wake_at": Out(64),
             "irq": Out(1),
             "idle": Out(1),
             "now": In(64),
@@ -133,6 +150,7 @@ class FrontEnd(wiring.Component):
         self.cp = CommandProcessor(cfg)
         self.syncpoint = SyncpointUnit(cfg)
         self.walker = GraphWalker(cfg)
+        self.runlist = RunlistScheduler(cfg)
 
     def elaborate(self, platform):
         m = Module()
@@ -143,6 +161,7 @@ class FrontEnd(wiring.Component):
         m.submodules.cp = cp
         m.submodules.syncpoint = sp
         m.submodules.walker = gw = self.walker
+        m.submodules.runlist = rl = self.runlist
         cfg = self.cfg
 
         # outside world
@@ -226,6 +245,20 @@ class FrontEnd(wiring.Component):
             cp.all_complete.eq(sp.all_complete),
         ]
 
+        # the host scheduler: which TSG is served, and the PBDMA's costs
+        busy = Signal(cfg.channels)
+        m.d.comb += busy.eq(db.pending | cp.has_work | sp.parked | sp.release_busy
+                            | Cat(sp.in_flight[i] != 0 for i in range(cfg.channels)))
+        connect(m, flipped(self.context), rl.context)
+        m.d.comb += [
+            rl.channel_tsg.eq(db.channel_tsg), rl.busy.eq(busy), rl.now.eq(self.now),
+            rl.timeslice.eq(db.timeslice), rl.switch_time.eq(db.switch_time),
+            db.scheduler_status.eq(rl.active | (rl.state.as_value() << 31)),
+            cp.eligible.eq(rl.served), cp.ctx_save.eq(db.ctx_save), cp.ctx_load.eq(db.ctx_load),
+            cp.ch_timeslice.eq(db.ch_timeslice), cp.launch_hold.eq(db.launch_hold),
+            self.wake_at.eq(rl.wake_at),
+        ]
+
         # errors: a channel in error stops fetching, its FIFO data is discarded
         m.d.comb += [
             fe.halt.eq(cp.error_mask), ff.discard.eq(cp.error_mask), sp.halt.eq(cp.error_mask),
@@ -240,7 +273,8 @@ class FrontEnd(wiring.Component):
         ]
 
         m.d.comb += self.idle.eq(fe.quiescent & ff.quiescent & cp.quiescent & sp.quiescent
-                                 & gw.quiescent & ~self.dma_read_req.valid
+                                 & gw.quiescent & rl.quiescent & ~self.context.valid
+                                 & ~self.dma_read_req.valid
                                  & ~self.dma_write.valid & ~self.compute.valid
                                  & ~self.copy.valid)
         return m

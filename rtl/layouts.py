@@ -32,9 +32,10 @@ __all__ = [
     # records on the ports
     "ADDR_BITS", "dma_read_request_layout", "dma_read_response_layout", "DmaWrite",
     "launch_record_layout", "copy_record_layout", "completion_layout", "graph_launch_layout",
+    "context_switch_layout",
     "MmioWrite",
     # MMIO register map
-    "ChannelReg", "CHANNEL_REGS", "GLOBAL_PAGE", "GlobalReg", "STATUS_BAD_CHANNEL",
+    "RunlistState", "ChannelReg", "CHANNEL_REGS", "GLOBAL_PAGE", "GlobalReg", "STATUS_BAD_CHANNEL",
     "STATUS_BAD_PUT", "STATUS_BAD_VALUE",
     # address map
     "HOST_MEMORY_BASE", "HOST_LAZY_BASE", "DEVICE_MEMORY_BASE", "DEVICE_ALLOC_ALIGN",
@@ -337,14 +338,21 @@ GRAPH_LAUNCH_RECORD_DWORDS = GraphLaunchRecord.as_shape().size // 32
 
 
 class CPState(enum.Enum, shape=3):
-    """The command processor's state machine."""
+    """The command processor's state machine (its PBDMA: which channel it decodes)."""
     ARBITRATE = 0
-    LOAD = 1
+    LOAD = 1               # loading a channel's context (CTX_LOAD cycles)
     FETCH = 2
     EXECUTE = 3
     DISPATCH = 4
     WFI = 5
-    SAVE = 6
+    SAVE = 6               # saving the channel's context before another (CTX_SAVE cycles)
+    HOLD = 7               # after a launch (LAUNCH_HOLD cycles)
+
+
+class RunlistState(enum.Enum, shape=1):
+    """The runlist scheduler's state."""
+    RUN = 0                # the active TSG is served
+    SWITCH = 1             # a context switch: nobody is served
 
 
 # -- records on the ports (sizes depend on the configuration) -----------------------------------
@@ -401,6 +409,12 @@ def graph_launch_layout(cfg):
                               "table": ADDR_BITS, "nodes": cfg.node_bits + 1})
 
 
+def context_switch_layout(cfg):
+    """Runlist scheduler -> engines: TSG ``tsg`` stops running (``run`` 0: its work on the
+    engines is preempted and saved) or starts (``run`` 1: its saved work resumes)."""
+    return data.StructLayout({"tsg": cfg.tsg_bits, "run": 1})
+
+
 MmioWrite = data.StructLayout({"address": 16, "data": 32})
 
 
@@ -415,7 +429,7 @@ class ChannelReg(enum.Enum, shape=3):
     GPFIFO_ENTRIES_LOG2 = 4
     PRIORITY = 5           # greater value = served first
     STATE = 6              # R: ChannelState | ErrorCause << 4; W 1: clear error, drop work
-    _RESERVED = 7
+    TSG = 7                # the channel table: the TSG (context) the channel belongs to
 
 
 CHANNEL_REGS = 8
@@ -430,6 +444,14 @@ class GlobalReg(enum.Enum, shape=4):
     ERROR_MASK = 1         # R: one bit per channel in ERROR (first 32 channels)
     INTERRUPT = 2          # bit0 channel error, bit1 non-stall interrupt; write 1s to clear
     CHANNELS = 3           # R: number of channels
+    # the host scheduler's configuration, written by the KMD (reset 0: no cost, no slicing)
+    TSG_TIMESLICE = 4      # ns a TSG may run while another has work
+    TSG_SWITCH = 5         # ns a context switch between TSGs takes (nothing is served)
+    CTX_SAVE = 6           # cycles the PBDMA takes to save a channel's context
+    CTX_LOAD = 7           # cycles the PBDMA takes to load a channel's context
+    CH_TIMESLICE = 8       # cycles a channel may hold the PBDMA while another waits (0: no limit)
+    LAUNCH_HOLD = 9        # cycles the PBDMA spends after each launch (CUPTI's stamps)
+    ACTIVE_TSG = 10        # R: the TSG being served, bit 31 set during a switch
 
 
 STATUS_BAD_CHANNEL = 1 << 0

@@ -5,7 +5,7 @@ import sys
 import time
 
 from gpufe.sim.cosim.harness import CoSim
-from gpufe.sim.host.runtime import Runtime
+from gpufe.sim.host.runtime import Runtime, Process
 import contextlib
 
 from gpufe.sim.analysis.timeline import (finish_records, TimelineStream, TimelineDigest, OutputFile,
@@ -57,6 +57,10 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
     ``timeline`` without ``bounded``: the JSONL is written once the run has ended.
     """
     mc = max_connections or workload.get("max_connections") or params.max_connections
+    if workload.get("processes"):
+        return _simulate_processes(workload, params, mc, vcd=vcd, jumps=jumps,
+                                   progress=progress, backend=backend, profiler=profiler,
+                                   bounded=bounded, timeline=timeline)
     sim = CoSim(params, mc, vcd=vcd, jumps=jumps, backend=backend, profiler=profiler)
     rt = Runtime(sim)
     header = {"kind": "meta", "what": "header", "t": 0, "scenario": workload["name"],
@@ -94,3 +98,86 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
     return RunResult(records, dict(sim.stats), wall, workload, params, mc, rt.blocked_launches,
                      sim.backend.name, digest,
                      stream_names={s.id: name for name, s in rt.streams.items()})
+
+
+class _ProcessActivity:
+    """The engines' activity (``CoSim.activity``) of a run of several processes: each kernel
+    or copy goes to the timeline of the process whose channel dispatched it; the runlist
+    scheduler's context switches become ``ctxsw`` records."""
+
+    def __init__(self, runtimes):
+        self.by_channel = {ch.id: rt.timeline for rt in runtimes for ch in rt.umd.channels}
+        self.names = {rt.process.tsg: rt.process.name for rt in runtimes}
+        self.switches = []
+        self._out = None                # (start ns, TSG) of the switch under way
+
+    def dispatched(self, job, now_ns):
+        self.by_channel[job.key[0]].dispatched(job, now_ns)
+
+    def done(self, job):
+        self.by_channel[job.key[0]].done(job)
+
+    def context_switch(self, tsg, run, t_ns):
+        if not run:
+            self._out = (t_ns, tsg)
+        elif self._out is not None:
+            start, out = self._out
+            self._out = None
+            self.switches.append({"kind": "ctxsw", "start": start, "end": t_ns,
+                                  "pid_out": self.names.get(out, str(out)),
+                                  "pid_in": self.names.get(tsg, str(tsg))})
+
+
+def _simulate_processes(workload, params, mc, *, vcd, jumps, progress, backend, profiler,
+                        bounded, timeline):
+    """:func:`simulate` for a workload of several processes: one CUDA context (channels, TSG)
+    and one CPU thread each. The records are kept and merged at the end, each with its
+    ``pid`` (a bounded run gets the same JSONL and figures, but its memory is not bounded)."""
+    procs = workload["processes"]
+    mcs = [p.get("max_connections") or mc for p in procs]
+    channels = sum(m + 2 for m in mcs)
+    sim = CoSim(params, mcs[0], vcd=vcd, jumps=jumps, backend=backend, profiler=profiler,
+                channels=channels)
+    runtimes, base = [], 0
+    for tsg, (p, m) in enumerate(zip(procs, mcs)):
+        runtimes.append(Runtime(sim, Process(p["name"], tsg, base, m)))
+        base += m + 2
+    activity = _ProcessActivity(runtimes)
+    sim.activity = activity
+    header = {"kind": "meta", "what": "header", "t": 0, "scenario": workload["name"],
+              "device": params.device, "sms": params.sms, "driver": "gpufe",
+              "runtime": "gpufe", "max_connections": mc,
+              "processes": [{"name": p["name"], "max_connections": m}
+                            for p, m in zip(procs, mcs)],
+              "params": {"params": params.name, "profiler": profiler}, "model": True}
+    bar = Progress(sum(count_ops(p["program"]) for p in procs), progress)
+    for p, rt in zip(procs, runtimes):
+        sim.start_cpu(run_program(p["program"], rt, bar))
+    t0 = time.perf_counter()
+    sim.run()
+    wall = time.perf_counter() - t0
+    body, marks = [], []
+    for rt in runtimes:
+        rt.cupti_submitted()
+        pid = rt.process.name
+        body.extend(dict(r, pid=pid) for r in rt.records)
+        marks.extend(dict(r, pid=pid) for r in rt.marks)
+    records = finish_records(header, marks, body + activity.switches, sim.now_ns)
+    digest = None
+    if bounded:
+        digest = TimelineDigest()
+        for r in records:
+            digest.add(r)
+        if timeline:
+            with OutputFile(timeline) as out:
+                for r in records:
+                    out.write(jsonl_line(r))
+                out.commit()
+        records = None
+    elif timeline:
+        write_jsonl(records, timeline)
+    blocked = sum(rt.blocked_launches for rt in runtimes)
+    return RunResult(records, dict(sim.stats), wall, workload, params, mc, blocked,
+                     sim.backend.name, digest,
+                     stream_names={s.id: name for rt in runtimes
+                                   for name, s in rt.streams.items()})

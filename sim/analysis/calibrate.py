@@ -101,7 +101,7 @@ SIMULATED = [
     ("cupti_kernel_ns", "chain_stream_gate", "median_kernel_us", (0.0, 200.0)),
     ("cupti_graph_kernel_ns", "chain_graph_gate", "median_kernel_us", (0.0, 300.0)),
     ("launch_latency_ns", "chain_stream_gate", "submitted_to_start_us", (150.0, 600.0)),
-    ("cupti_acquire_ns", "chain_stream_gate", "median_gap_us", (500.0, 2000.0)),
+    ("cupti_release_ns", "chain_stream_gate", "median_gap_us", (500.0, 2000.0)),
     ("kickoff_ns", "chain_stream", "queued_to_submitted_us", (2000.0, 3500.0)),
     ("timestamp_hold_ns", "events_t1_g50000000", "median_gap_us", (500.0, 2000.0)),
     ("sync_kickoff_ns", "sync_h0", "sync_return_us", (200.0, 1500.0)),

@@ -67,7 +67,7 @@ API = {
 }
 
 #: ops that are no API call (no runtime record)
-NOT_API = ("mark", "host_sleep")
+NOT_API = ("mark", "host_sleep", "barrier")
 
 HOST_SYNCS = ("stream_synchronize", "event_synchronize", "event_query", "device_synchronize")
 

@@ -14,6 +14,12 @@ starts in it but has no wall time. Medians of fewer than :data:`MIN_SAMPLES` val
 reported, except wall time and GPU span per repetition. A metric that the trace has no data
 for is left out (a graph-only trace has no stream gaps; a Kineto trace has no channels or
 queued/submitted times).
+
+A timeline of several processes (records with a ``pid``) keeps them apart where it matters:
+each process's ``rep_end`` closes its own repetition, and streams and channels are the
+process's own. The figures of one program that need the whole timeline (fe_trace2's
+``actgap`` and ``procs``: per-stream periods, time slices, context switches) are
+:func:`scenario_metrics`, beside the digest (:data:`SCENARIO_METRICS`).
 """
 
 import heapq
@@ -51,6 +57,29 @@ METRICS = {
     "copy_d2d_bytes": "size of the largest device-to-device copy (bytes)",
     "copy_d2d_gbps": "bandwidth of the largest device-to-device copy (GB/s)",
     "sync_return_us": "kernel end (or the call, if later) -> the synchronize call returns",
+}
+
+#: metric -> what it is, for the figures of one program (:func:`scenario_metrics`): fe_trace2's
+#: actgap and procs. Medians over every sample there is (no :data:`MIN_SAMPLES`: a sample of
+#: stream_period_us is itself a mean over a chain).
+SCENARIO_METRICS = {
+    "stream_period_us": "actgap: a stream's mean period between chain kernel starts in a "
+                        "repetition, (last start - first start) / (n - 1); median over the "
+                        "streams of every repetition (from act_stamps where the trace has "
+                        "them, else kernel starts)",
+    "kernels_per_us": "actgap: chain kernels of all streams / (last start - first start) in a "
+                      "repetition; median over repetitions",
+    "timeslice_run_us": "procs: a process's running stretch between two switches that "
+                        "interrupted its work",
+    "switched_out_us": "procs: a process's work interrupted: switched out -> running again",
+    "switch_us": "procs: one context switch (model: a ctxsw record, into a process with work "
+                 "waiting; H200: (switched_out - (P - 1) x timeslice_run) / P)",
+    "run_len": "procs, empty kernels: consecutive kernels of one process, all processes' "
+               "kernels in start order (count)",
+    "switch_gap_us": "procs, empty kernels: start - previous end where the process changes",
+    "kernel_span_us": "procs: a kernel's start to end (switched-out time included)",
+    "makespan_us": "procs: first kernel start to last kernel end over all processes, per "
+                   "repetition",
 }
 
 #: CUPTI copy kind -> its name in the metrics (copy_<name>_gbps, copy_<name>_bytes)
@@ -93,8 +122,8 @@ def format_value(v):
 
 
 def format_metrics(values):
-    return "\n".join(f"  {k:24s} {format_value(v):>14s}   {METRICS[k]}"
-                     for k, v in values.items())
+    return "\n".join(f"  {k:24s} {format_value(v):>14s}   "
+                     f"{METRICS.get(k) or SCENARIO_METRICS[k]}" for k, v in values.items())
 
 
 class TimelineDigest:
@@ -129,6 +158,8 @@ class TimelineDigest:
             else:
                 f.copy(r)
             for w in self._windows:
+                if w[1] is not None and w[1] < start:
+                    continue           # closed before (a window of another process)
                 if w[2] is None:
                     w[2] = start
                 if w[3] is None or r["end"] > w[3]:
@@ -142,10 +173,12 @@ class TimelineDigest:
                 # before it (all of it outside) is forgotten
                 self._marked = True
                 self._figures = _Figures()
-            self._windows.append([r["t"], None, None, None])   # begin, end, first, last
+            # begin, end, first, last, process
+            self._windows.append([r["t"], None, None, None, r.get("pid")])
         elif what == "rep_end":
+            pid = r.get("pid")
             for w in self._windows:
-                if w[1] is None:
+                if w[1] is None and w[4] == pid:
                     w[1] = r["t"]
                     self._walls.add(w[1] - w[0])
                     break
@@ -157,14 +190,21 @@ class TimelineDigest:
     def _inside(self, start):
         """Whether a record starting at ``start`` is inside a repetition. The windows kept are
         the open ones and the closed ones whose end is not before ``start`` (a record at a
-        repetition's end mark is inside it); ends close the oldest open window, so the closed
-        ones come first, in order of end."""
+        repetition's end mark is inside it); an end closes the oldest open window of its
+        process, so with one process the closed ones come first, in order of end (with
+        several, a closed one may follow an open one of another process)."""
         ws = self._windows
         while ws and ws[0][1] is not None and ws[0][1] < start:
-            w = ws.pop(0)
-            if w[2] is not None:
-                self._spans.add(w[3] - w[2])
+            self._close(ws.pop(0))
+        if any(w[1] is not None and w[1] < start for w in ws):
+            for w in [w for w in ws if w[1] is not None and w[1] < start]:
+                ws.remove(w)
+                self._close(w)
         return bool(ws)
+
+    def _close(self, w):
+        if w[2] is not None:
+            self._spans.add(w[3] - w[2])
 
     def metrics(self):
         """The metrics of what was added so far: {name: value}, in the order of
@@ -246,13 +286,16 @@ class _Figures:
             self.last_end = end
         ch = r.get("channel", -1)
         if ch >= 0:
-            self.channels.add(ch)
+            # CUPTI numbers each context's channels apart: two processes may both have a 3
+            self.channels.add((r["pid"], ch) if "pid" in r else ch)
 
     def kernel(self, k):
         self.kernels += 1
         self._work(k)
         start, end = k["start"], k["end"]
         key = (k["graph_id"], k["stream"]) if k.get("graph_id") else k["stream"]
+        if "pid" in k:                    # streams are each process's own
+            key = (k["pid"], key)
         prev = self.last_end_of.get(key)
         if prev is not None:
             self.gaps.add(start - prev)
@@ -417,3 +460,204 @@ class Samples:
             ordered = sorted(self._column.values)
             vals = [ordered[i] for i in want]
         return vals[0] if n % 2 else (vals[0] + vals[1]) / 2
+
+
+# ------------------------------------------------------------------ one program's figures
+# fe_trace2's actgap and procs: figures of a whole timeline (a list), beside the digest's
+
+
+def scenario_metrics(records, program):
+    """The figures of ``program`` (``actgap``, ``procs``; {} for the others) on a timeline
+    (a list of records in any order), the same code on a reference trace and on a model's
+    timeline: {name: value}, in the order of :data:`SCENARIO_METRICS`."""
+    fn = _SCENARIO_FIGURES.get(program)
+    out = fn(records) if fn else {}
+    return {k: out[k] for k in SCENARIO_METRICS if out.get(k) is not None}
+
+
+def repetitions(records):
+    """{process: [(begin, end), ...]}: each process's repetitions, a ``rep_begin`` mark to the
+    next ``rep_end`` of the same process (``pid``; None for a one-process timeline), the
+    oldest open one ending first, in order of begin. Repetitions still open are left out."""
+    marks = sorted((r for r in records if r["kind"] == "meta"
+                    and r["what"] in ("rep_begin", "rep_end")), key=lambda r: r["t"])
+    opened, out = {}, {}
+    for r in marks:
+        pid = r.get("pid")
+        if r["what"] == "rep_begin":
+            opened.setdefault(pid, []).append(r["t"])
+        elif opened.get(pid):
+            out.setdefault(pid, []).append((opened[pid].pop(0), r["t"]))
+    return {pid: sorted(ws) for pid, ws in out.items()}
+
+
+def _kernels_by_rep(records):
+    """{process: [[kernel, ...] of repetition 0, ...]}: each process's kernels that start
+    inside its repetitions (begin <= start <= end), by start."""
+    by_pid = {}
+    for r in records:
+        if r["kind"] == "kernel":
+            by_pid.setdefault(r.get("pid"), []).append(r)
+    out = {}
+    for pid, windows in repetitions(records).items():
+        ks = sorted(by_pid.get(pid, ()), key=lambda k: k["start"])
+        out[pid] = [[k for k in ks if b <= k["start"] <= e] for b, e in windows]
+    return out
+
+
+def _median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def _us(ns):
+    return None if ns is None else ns / 1e3
+
+
+#: actgap: kernels whose name holds this are the gates (k_gate, k_gate2), not chain kernels
+GATE = "k_gate"
+
+
+def _actgap(records):
+    """Per-stream period and aggregate rate of the chains. A trace with act_stamps records
+    (fe_trace2 stamp=1: each chain kernel's start, %globaltimer, one record a stream and
+    repetition) gives the starts; any other (CUPTI, the model) its kernel records: in each
+    repetition, the kernels of a stream but the gates."""
+    periods, rates = [], []
+    stamps = [r for r in records if r["kind"] == "meta" and r["what"] == "act_stamps"]
+    if stamps:
+        chains = {}                     # (process, repetition) -> [starts of each stream]
+        for x in stamps:
+            chains.setdefault((x.get("pid"), x["rep"]), []).append(x["stamps"])
+        reps = list(chains.values())
+    else:
+        reps = []
+        for pid_reps in _kernels_by_rep(records).values():
+            for ks in pid_reps:
+                by_stream = {}
+                for k in ks:
+                    if GATE not in k["name"]:
+                        by_stream.setdefault(k["stream"], []).append(k["start"])
+                reps.append(list(by_stream.values()))
+    for chains in reps:
+        for v in chains:
+            if len(v) >= 2:
+                periods.append((v[-1] - v[0]) / (len(v) - 1))
+        starts = [t for v in chains for t in v]
+        if len(starts) >= 2 and max(starts) > min(starts):
+            rates.append(len(starts) / ((max(starts) - min(starts)) / 1e3))
+    return {"stream_period_us": _us(_median(periods)), "kernels_per_us": _median(rates)}
+
+
+#: procs: run_len and switch_gap_us count only kernels whose name holds this (fe_trace2's
+#: empty variant); the start order of preempted millisecond kernels says little
+EMPTY = "k_empty"
+
+
+def _procs(records):
+    """Time slices, switches and what they do to the kernels of P processes. A reference
+    trace holds fe_trace2's kspan records (k_work's block 0 thread 0: its timer jumps of
+    more than 20 us, the process's switched-out intervals, per repetition in kernel order);
+    a model's timeline its ctxsw records instead. Kernel figures (run_len, switch_gap_us,
+    kernel_span_us, makespan_us) come from the kernel records of both, the kernels that
+    start inside their process's repetitions; repetition r of every process is taken
+    together."""
+    by_rep = _kernels_by_rep(records)
+    pids = sorted(by_rep, key=str)
+    nrep = min((len(v) for v in by_rep.values()), default=0)
+    makespan, spans, runs, switch_gaps = [], [], [], []
+    for r in range(nrep):
+        ks = [by_rep[p][r] for p in pids]
+        if not all(ks):
+            continue
+        makespan.append(max(k["end"] for kk in ks for k in kk)
+                        - min(k["start"] for kk in ks for k in kk))
+        spans += [k["end"] - k["start"] for kk in ks for k in kk]
+        if len(pids) < 2 or not all(EMPTY in k["name"] for kk in ks for k in kk):
+            continue
+        merged = sorted((k["start"], k["end"], i) for i, kk in enumerate(ks) for k in kk)
+        n = 1
+        for (s0, e0, p0), (s1, e1, p1) in zip(merged, merged[1:]):
+            if p1 == p0:
+                n += 1
+            else:
+                runs.append(n)
+                n = 1
+                switch_gaps.append(s1 - e0)
+        runs.append(n)
+    out = {"makespan_us": _us(_median(makespan)), "kernel_span_us": _us(_median(spans)),
+           "run_len": _median(runs), "switch_gap_us": _us(_median(switch_gaps))}
+    kspans = [r for r in records if r["kind"] == "meta" and r["what"] == "kspan"]
+    if kspans:
+        out.update(_switches_in_kernel(kspans))
+    else:
+        out.update(_switches_of_model(records, by_rep, pids, nrep))
+    return out
+
+
+def _switches_in_kernel(kspans):
+    """fe_trace2's in-kernel view: a process's switched-out intervals (its timer jumps, in
+    order across its kernels of one repetition); its runs lie between two consecutive ones.
+    A jump covers the switch out, the other processes' runs and the switch back, so with P
+    processes one switch is (switched_out - (P - 1) x run) / P."""
+    by = {}
+    for x in kspans:
+        by.setdefault((x.get("pid"), x["rep"]), []).append(x)
+    out_, run = [], []
+    for recs in by.values():
+        jumps = [g for x in sorted(recs, key=lambda x: x["i"]) for g in x["gaps"]]
+        out_ += [g1 - g0 for g0, g1 in jumps]
+        run += [b[0] - a[1] for a, b in zip(jumps, jumps[1:])]
+    P = len({x.get("pid") for x in kspans})
+    so, ts = _median(out_), _median(run)
+    sw = (so - (P - 1) * ts) / P if so is not None and ts is not None and P > 1 else None
+    return {"switched_out_us": _us(so), "timeslice_run_us": _us(ts), "switch_us": _us(sw)}
+
+
+def _switches_of_model(records, by_rep, pids, nrep):
+    """The model's ctxsw records in repetition r (starting between the first rep_begin and
+    the last rep_end of repetition r over all processes). Process p has work outstanding
+    across a switch when one of its kernels of the repetition was queued (or started) at or
+    before the switch's start and ends after the switch's end. A switch-out of p interrupts
+    it when p has work outstanding across it; switched_out runs from the interruption's
+    start to the end of the switch that lets p in again, a run from there to the start of
+    p's next switch-out if that one interrupts p too (as between two timer jumps of
+    fe_trace2's kernels). switch_us: the switches from one process to another that has work
+    outstanding across it (not a wait for work)."""
+    sws = sorted((r for r in records if r["kind"] == "ctxsw"), key=lambda r: r["start"])
+    if not sws:
+        return {}
+    windows = repetitions(records)
+    switched, run, cost = [], [], []
+    for r in range(nrep):
+        lo = min(windows[p][r][0] for p in pids)
+        hi = max(windows[p][r][1] for p in pids)
+        in_rep = [w for w in sws if lo <= w["start"] <= hi]
+
+        def outstanding(p, w):
+            return any((k.get("queued") or k["start"]) <= w["start"] and k["end"] > w["end"]
+                       for k in by_rep[p][r])
+
+        cost += [w["end"] - w["start"] for w in in_rep
+                 if w.get("pid_out") is not None and w.get("pid_in") in by_rep
+                 and w["pid_out"] != w["pid_in"] and outstanding(w["pid_in"], w)]
+        for p in pids:
+            interrupted = resumed = None
+            for w in in_rep:
+                if w.get("pid_out") == p:
+                    if outstanding(p, w):
+                        if resumed is not None:
+                            run.append(w["start"] - resumed)
+                        interrupted = w["start"]
+                    else:
+                        interrupted = None
+                    resumed = None
+                elif w.get("pid_in") == p:
+                    if interrupted is not None:
+                        switched.append(w["end"] - interrupted)
+                        resumed = w["end"]
+                    interrupted = None
+    return {"switched_out_us": _us(_median(switched)), "timeslice_run_us": _us(_median(run)),
+            "switch_us": _us(_median(cost))}
+
+
+_SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs}

@@ -1,12 +1,17 @@
-"""Calibration scenarios: the programs of ``fe_trace.cu`` as workloads, beside their traces.
+"""Calibration scenarios: the programs of ``fe_trace.cu`` and ``fe_trace2.cu`` as workloads,
+beside their traces.
 
 Every reference trace's header names its program (``scenario``), its arguments (``params``)
 and ``max_connections``; :func:`workload_from_header` writes the same program as a workload,
 step for step (warm-ups, gates, repetitions, marks), with the fe_trace defaults for missing
-arguments. The bundled scenarios (``sim/analysis/reference/h200/``) are a trace (``NAME.jsonl.gz``,
-copied from the recording) and its workload (``NAME.json``, written by
-``python -m sim.scenarios``); the ``nocupti_*`` traces, recorded with CUPTI off, hold only the
-marks and are compared with runs under ``--profiler off``.
+arguments. The bundled scenarios (``sim/analysis/reference/h200/``) are a trace
+(``NAME.jsonl.gz``, copied from the recording) and its workload (``NAME.json``, written by
+``python -m gpufe.sim.analysis.scenarios``); the ``nocupti_*`` traces, recorded with CUPTI
+off, hold only the marks (and fe_trace2's in-kernel stamps) and are compared with runs under
+``--profiler off``. fe_trace2's ``procs`` runs several processes: its trace is the merge of
+the per-process files (:func:`gpufe.sim.analysis.traces.merge_processes`, every record with
+its ``pid``) and its workload has a ``processes`` list (one program a process) when P > 1.
+:func:`bundle_fe_trace2` copies and merges the fe_trace2 files of the bundle.
 """
 
 import json
@@ -158,8 +163,96 @@ def _grid(p, sms):
             {"op": "stream_synchronize", "stream": "s"}, _mark("rep_end")]
 
 
+def _actgap(p, sms):
+    """fe_trace2 actgap: A streams, each behind its own gate, then n empty kernels on each,
+    issued breadth-first (all chains are queued when the gates end). stamp=1: the chain
+    kernels are k_stampp (thread 0 stores its start time) and the gates k_gate2 (stores its
+    end), whose stamps are copied back after each repetition (the act_stamps records); the
+    cudaMemset that clears the stamps before a repetition has no op (nothing is queued then:
+    a device synchronize follows it)."""
+    A, n, gate = _arg(p, "A", 8), _arg(p, "n", 200), _arg(p, "gate", 20000000)
+    reps, stamp = _arg(p, "reps", 2), _arg(p, "stamp", 0)
+    names = [f"s{i}" for i in range(A)]
+    chain = "k_stampp" if stamp else "k_empty"
+    gate_kernel = "k_gate2" if stamp else "k_gate"
+    prog = [{"op": "stream_create", "name": s} for s in names]
+    prog += [_work(s, 0) for s in names] + [{"op": "device_synchronize"}]
+    gates = [dict(_gate(s, gate), kernel=gate_kernel) for s in names]
+    issue = [dict(_work(s, 0), kernel=chain) for s in names]
+    rep = ([{"op": "device_synchronize"}, _mark("rep_begin")] + gates
+           + [_mark("gates_issued"), _repeat(n, issue), _mark("issued"),
+              {"op": "device_synchronize"}, _mark("rep_end")])
+    if stamp:
+        # cudaMemcpy of the stamps (A x (n + 1) words), synchronous
+        rep += [{"op": "memcpy_async", "stream": names[0], "kind": "d2h",
+                 "bytes": A * (n + 1) * 8},
+                {"op": "stream_synchronize", "stream": names[0]}]
+    return prog + [_repeat(reps, rep)]
+
+
+#: fe_trace2 procs: k_gtres's 100,000 timer reads (its gt_res record's span on the H200)
+GTRES_NS = 2_680_000
+#: fe_trace2 procs: words of one k_work record (4 + 2 x 64 switched-out intervals)
+WREC = 4 + 2 * 64
+
+
+def _procs_program(p, sms, meet):
+    """One process of fe_trace2 procs: a stream, warm-ups, then `reps` repetitions of k
+    k_work kernels of `ns` running time (grid x block), or with empty=1 of n empty kernels,
+    back to back, each repetition followed (k_work) by the copies of the kernels' records.
+    fe_trace2 starts repetition r of every process at go + r x period on the wall clock,
+    the period far longer than a repetition: a meeting of all processes (`meet`, a global
+    barrier) before each repetition gives the same common start without simulating the idle
+    time between. The cudaMemset calls that clear the records have no op (nothing is
+    running then)."""
+    k, ns, grid, block = _arg(p, "k", 20), _arg(p, "ns", 1000000), _arg(p, "grid", 1), \
+        _arg(p, "block", 32)
+    empty, n, reps = _arg(p, "empty", 0), _arg(p, "n", 2000), _arg(p, "reps", 3)
+
+    def k_work(block_ns):
+        return dict(_work("s", block_ns, grid, block), kernel="k_work")
+
+    def copy(nbytes):                   # cudaMemcpy: synchronous
+        return [{"op": "memcpy_async", "stream": "s", "kind": "d2h", "bytes": nbytes},
+                {"op": "stream_synchronize", "stream": "s"}]
+
+    prog = [{"op": "stream_create", "name": "s"},
+            {"op": "launch_kernel", "stream": "s", "kernel": "k_gtres", "grid": [1, 1, 1],
+             "block": [1, 1, 1], "block_ns": GTRES_NS}]
+    prog += copy(32)
+    prog += [k_work(1000), _repeat(10, [_work("s", 0)]),
+             {"op": "stream_synchronize", "stream": "s"}]
+    work = _repeat(n, [_work("s", 0)]) if empty else _repeat(k, [k_work(ns)])
+    rep = meet + [_mark("rep_begin"), work, _mark("issued"),
+                  {"op": "stream_synchronize", "stream": "s"}, _mark("rep_end")]
+    if not empty:
+        rep += copy(k * WREC * 8) + copy(k * grid * 8)
+    return prog + [_repeat(reps, rep)]
+
+
+def _procs(p, sms):
+    """fe_trace2 procs, P = 1: one process (nothing to meet)."""
+    return _procs_program(p, sms, [])
+
+
+def _procs_processes(p, sms, mc):
+    """fe_trace2 procs, P > 1: P processes p0, p1, ... (forked before any CUDA call, so each
+    has its own context), the same program each, meeting before every repetition."""
+    out = []
+    for i in range(_arg(p, "P", 2)):
+        proc = {"name": f"p{i}"}
+        if mc != "default":
+            proc["max_connections"] = int(mc)
+        proc["program"] = _procs_program(p, sms, [{"op": "barrier", "name": "global:start"}])
+        out.append(proc)
+    return out
+
+
 PROGRAMS = {"chain": _chain, "hyperq": _hyperq, "events": _events, "xstream": _xstream,
-            "priority": _priority, "copy": _copy, "sync": _sync, "grid": _grid}
+            "priority": _priority, "copy": _copy, "sync": _sync, "grid": _grid,
+            "actgap": _actgap, "procs": _procs}
+#: programs of fe_trace2.cu (the second set), the others are fe_trace.cu's
+FE_TRACE2 = {"actgap", "procs"}
 
 
 class ScenarioError(ValueError):
@@ -173,9 +266,17 @@ def workload_from_header(header, name=None):
         raise ScenarioError(f"unknown fe_trace program {sc!r} (known: {', '.join(PROGRAMS)})")
     params = header.get("params") or {}
     mc = header.get("max_connections", "default")
+    sms = header.get("sms") or SMS_DEFAULT
+    tool = "fe_trace2" if sc in FE_TRACE2 else "fe_trace"
     w = {"name": name or sc,
-         "description": f"fe_trace {sc} " + " ".join(f"{k}={v}" for k, v in params.items()),
-         "program": PROGRAMS[sc](params, header.get("sms") or SMS_DEFAULT)}
+         "description": f"{tool} {sc} " + " ".join(f"{k}={v}" for k, v in params.items())}
+    if sc == "procs" and _arg(params, "P", 2) < 1:
+        raise ScenarioError(f"procs needs P >= 1 processes, not {params.get('P')!r}")
+    if sc == "procs" and _arg(params, "P", 2) > 1:
+        # several processes: each its own context, with its own connections
+        w["processes"] = _procs_processes(params, sms, mc)
+        return w
+    w["program"] = PROGRAMS[sc](params, sms)
     if mc != "default":
         w["max_connections"] = int(mc)
     return w
@@ -207,6 +308,39 @@ def write_workloads(device="h200"):
         header = read_fe_trace(tpath)[0]
         w = workload_from_header(header, name)
         wpath.write_text(json.dumps(w, indent=1) + "\n")
+
+
+#: the fe_trace2 recordings bundled: actgap with and without CUPTI (in-kernel stamps) for
+#: every A, 32 connections, 100 ms gates (with 20 ms gates the launches of 16 and 32
+#: streams are not all queued when the gates end); procs with 1 and 2 processes, 20 x 1 ms
+#: kernels (small), 3 x 20 ms (long), 2000 empty kernels (empty, P = 2 only: alone it is
+#: chain_stream's launch-bound loop). The full-grid variants (full, half) are left out:
+#: their kernels over-run their spin time at full occupancy, which is the SMs', not the
+#: front end's
+FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
+                    + [f"nocupti_actgap_stamp_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
+                    + ["procs_small_P1", "procs_small_P2", "procs_long_P1", "procs_long_P2",
+                       "procs_empty_P2"])
+
+
+def bundle_fe_trace2(src, device="h200", names=FE_TRACE2_BUNDLE):
+    """Copy the fe_trace2 recordings ``names`` from ``src`` (the folder of ``fe_trace2.cu``'s
+    output, gzipped) into the bundle: a one-process trace as it is, a procs run as the merge
+    of its parent's and children's files; then write their workloads."""
+    import shutil
+    from gpufe.sim.analysis.traces import merge_processes, read_fe_trace, write_fe_trace
+    src = pathlib.Path(src)
+    for name in names:
+        path = src / f"{name}.jsonl.gz"
+        header = read_fe_trace(path)[0]
+        out = scenario_paths(name, device)[1]
+        if header.get("scenario") == "procs":
+            P = _arg(header.get("params") or {}, "P", 2)
+            kids = [src / f"{name}.p{i}.jsonl.gz" for i in range(P)]
+            write_fe_trace(merge_processes(path, kids), out)
+        else:
+            shutil.copyfile(path, out)
+    write_workloads(device)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 
 A timeline is a list of dicts, one per record, exactly as in ``traces/h200/*.jsonl.gz``:
 ``meta`` (header, marks, footer), ``runtime``, ``kernel``, ``memcpy``, ``sync``; times in ns.
+A run of several processes gives every record the ``pid`` of its process, and adds ``ctxsw``
+records (``start``, ``end``, ``pid_out``, ``pid_in``): the GPU's context switches between
+them, during which no process runs.
 
 A run keeps its records and orders them at its end (:func:`finish_records`), or, in the
 bounded mode of ``simulate``, hands each one out in the same order as soon as it can
@@ -23,7 +26,7 @@ from gpufe.sim.analysis.metrics import COPY_KIND_NAMES, TimelineDigest, metrics 
 from gpufe.sim.host.records import CHANNEL_COPY
 
 #: records of one time are ordered by kind, then by correlation id, then as they were made
-ORDER = {"meta": 0, "runtime": 1, "kernel": 2, "memcpy": 3, "sync": 4}
+ORDER = {"meta": 0, "runtime": 1, "kernel": 2, "memcpy": 3, "sync": 4, "ctxsw": 5}
 
 
 def finish_record(rec):

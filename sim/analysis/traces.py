@@ -4,7 +4,8 @@ The form is the record schema of ``traces/h200/*.jsonl.gz`` (see ``sim/analysis/
 of dicts, ``meta`` / ``runtime`` / ``driver`` / ``kernel`` / ``memcpy`` / ``sync``, times in
 integer ns. Two readers:
 
-- fe_trace JSONL, plain or gzipped (what ``fe_trace.cu`` and ``gpufe run --timeline`` write);
+- fe_trace JSONL, plain or gzipped (what ``fe_trace.cu``, ``fe_trace2.cu`` and
+  ``gpufe run --timeline`` write);
 - PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped: ``cuda_runtime`` and
   ``cuda_driver`` calls, ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events; each
   ``ProfilerStep#N`` annotation becomes a ``rep_begin``/``rep_end`` pair, each
@@ -17,6 +18,13 @@ of more than 1,024 threads, two launches with one correlation id (only the kerne
 graph launch share theirs), kernels or copies of one stream that overlap in time (work of a
 stream runs in order; programmatic dependent launch is not modelled; the nodes of one graph
 launch may run at once).
+
+Several processes on one GPU: every record of a process carries ``"pid"`` (its name, such as
+``"p0"``); correlation ids and streams are each process's own (two processes may both have a
+stream 13). The model adds ``ctxsw`` records, one per context switch of the GPU between
+processes (``start``..``end``: the switch, when no process runs; ``pid_out``, ``pid_in``: the
+processes, null for none). fe_trace2 writes one file per process (``OUT.p0.jsonl``, ...):
+:func:`merge_processes` makes them one timeline of that form.
 """
 
 import gzip
@@ -52,6 +60,7 @@ _FIELDS = {
     "kernel": {"name": str, "corr": _INT, "stream": _INT, "start": _INT, "end": _INT},
     "memcpy": {"copy_kind": _INT, "bytes": _INT, "stream": _INT, "start": _INT, "end": _INT},
     "sync": {"start": _INT, "end": _INT},
+    "ctxsw": {"start": _INT, "end": _INT},
 }
 _OPT_INT = {"corr", "stream", "channel", "channel_type", "graph_id", "graph_node", "type",
             "event", "bytes", "copy_kind"}
@@ -168,6 +177,17 @@ def _check_record(r, where):
                                  f"(a 64-bit integer)")
         elif t is str and not v.isascii():
             _check_text(v, f"{where}: {kind} field {name!r}", TraceError)
+    # a process's name; the header's "pid" is fe_trace2's operating-system process id
+    for name in ("pid", "pid_in", "pid_out") if kind == "ctxsw" else ("pid",):
+        v = r.get(name)
+        if v is None or (kind == "meta" and r["what"] == "header"):
+            continue
+        if not isinstance(v, str):
+            raise TraceError(f"{where}: {kind} field {name!r} is {show(v)}, not a process "
+                             f"name (str)")
+        _check_text(v, f"{where}: {kind} field {name!r}", TraceError)
+    if kind == "meta" and r["what"] in _STAMPS:
+        _check_stamps(r, where)
     if kind == "meta" and r["what"] == "header":
         for name in ("scenario", "device"):
             if name in r and not isinstance(r[name], str):
@@ -179,6 +199,28 @@ def _check_record(r, where):
                          f"({r['start']})")
     if kind == "kernel" and isinstance(r.get("block"), list):
         _check_block(r["block"], where, "the kernel")
+
+
+#: fe_trace2's in-kernel timer records that the metrics read: field -> what it must be
+_STAMPS = {"act_stamps": {"rep": "int", "stamps": "ints"},
+           "kspan": {"rep": "int", "i": "int", "gt_start": "int", "gt_end": "int",
+                     "gaps": "pairs"}}
+
+
+def _check_stamps(r, where):
+    for name, want in _STAMPS[r["what"]].items():
+        v = r.get(name)
+        if want == "int":
+            ok = _int(v)
+        elif want == "ints":
+            ok = type(v) is list and all(_int(x) for x in v)
+        else:
+            ok = type(v) is list and all(type(g) is list and len(g) == 2
+                                         and all(_int(x) for x in g) for g in v)
+        if not ok:
+            what = {"int": "an integer", "ints": "a list of integers",
+                    "pairs": "a list of [from, to] integer pairs"}[want]
+            raise TraceError(f"{where}: {r['what']} field {name!r} is {show(v)}, not {what}")
 
 
 def _other(loc, path):
@@ -195,35 +237,38 @@ def _check_work(records, locs, path, tolerance=0):
     """Correlation ids: one per launch (the kernels and copies of one graph launch share
     theirs; so may a runtime call and a driver call it makes). Work of one stream runs in
     order: kernels and copies of a stream must not overlap, except the nodes of one graph
-    launch."""
-    graph_corrs = {r["corr"] for r in records if r["kind"] in ("runtime", "driver")
+    launch. Correlation ids and streams are each process's own (``pid``)."""
+    graph_corrs = {(r.get("pid"), r["corr"]) for r in records
+                   if r["kind"] in ("runtime", "driver")
                    and r["name"].startswith(GRAPH_LAUNCHES)}
     seen = {}
     for kind in ("runtime", "driver"):
         calls = {}
         for r, loc in zip(records, locs):
             if r["kind"] == kind:
-                if r["corr"] in calls:
-                    other = _other(calls[r["corr"]], path)
+                key = (r.get("pid"), r["corr"])
+                if key in calls:
+                    other = _other(calls[key], path)
                     raise TraceError(f"{loc}: {kind} call {show(r['name'])} has correlation id "
                                      f"{r['corr']}, as {other} has: each call has its own")
-                calls[r["corr"]] = loc
+                calls[key] = loc
 
     def graph(r):
-        return bool(r.get("graph_id")) or r["corr"] in graph_corrs
+        return bool(r.get("graph_id")) or (r.get("pid"), r["corr"]) in graph_corrs
 
-    units = {}                 # (stream, unit) -> [start, end, loc]; unit: a launch
+    units = {}                 # ((pid, stream), unit) -> [start, end, loc]; unit: a launch
     for r, loc in zip(records, locs):
         if r["kind"] not in ("kernel", "memcpy"):
             continue
         g = graph(r)
-        prev = seen.get(r["corr"])
+        pid = r.get("pid")
+        prev = seen.get((pid, r["corr"]))
         if prev is not None and not (g and prev[0]):
             raise TraceError(f"{loc}: {r['kind']} has correlation id {r['corr']}, as "
                              f"{_other(prev[1], path)} has: each launch has its own (only the "
                              f"kernels of one graph launch share theirs)")
-        seen.setdefault(r["corr"], (g, loc))
-        key = (r["stream"], ("graph", r["corr"]) if g else ("one", id(r)))
+        seen.setdefault((pid, r["corr"]), (g, loc))
+        key = ((pid, r["stream"]), ("graph", r["corr"]) if g else ("one", id(r)))
         u = units.get(key)
         if u is None:
             units[key] = [r["start"], r["end"], loc, r["kind"]]
@@ -232,15 +277,16 @@ def _check_work(records, locs, path, tolerance=0):
                 u[0], u[2], u[3] = r["start"], loc, r["kind"]
             u[1] = max(u[1], r["end"])
     by_stream = {}
-    for (stream, _), u in units.items():
-        by_stream.setdefault(stream, []).append(u)
-    for stream, us in by_stream.items():
+    for ((pid, stream), _), u in units.items():
+        by_stream.setdefault((pid, stream), []).append(u)
+    for (pid, stream), us in by_stream.items():
+        of = "" if pid is None else f" of process {pid}"
         us.sort(key=lambda u: (u[0], u[1]))
         last = None
         for u in us:
             if last is not None and u[0] < last[1] - tolerance:
                 raise TraceError(
-                    f"{u[2]}: {u[3]} on stream {stream} starts at {u[0]} ns, before the "
+                    f"{u[2]}: {u[3]} on stream {stream}{of} starts at {u[0]} ns, before the "
                     f"{last[3]} of {_other(last[2], path)} on the same stream ends ({last[1]} "
                     f"ns): the work of one stream runs in order (programmatic dependent launch "
                     f"is not modelled)")
@@ -489,3 +535,53 @@ def read_trace_located(path):
 def read_trace(path):
     """Records of any trace: fe_trace JSONL or a Kineto Chrome trace, by content."""
     return read_trace_located(path)[0]
+
+
+def merge_processes(parent, children):
+    """One timeline of a multi-process fe_trace2 run (``procs``), from the parent's file
+    (``OUT.jsonl``: its header and ``procs_parent`` record) and the children's
+    (``OUT.p0.jsonl``, ...): every record of child i gains ``"pid": "p<i>"``; the header is
+    child 0's (the times are CUPTI's, one clock for all processes) at the earliest child
+    header, without its per-process ``proc`` and ``pid`` (kept as ``os_pids``), with
+    ``processes`` (the names) and ``merged_from`` (the files' names); one footer, the latest;
+    the records in order of time (those of one time as the files list them)."""
+    if not children:
+        raise TraceError(f"{parent}: no child traces to merge")
+    files = [pathlib.Path(p).name.removesuffix(".gz") for p in [parent, *children]]
+    parent = read_fe_trace(parent)
+    kids = [read_fe_trace(c) for c in children]
+    names = [f"p{i}" for i in range(len(kids))]
+    header = {k: v for k, v in kids[0][0].items() if k not in ("proc", "pid")}
+    header["t"] = min(k[0]["t"] for k in kids)
+    header["processes"] = names
+    header["os_pids"] = [k[0].get("pid") for k in kids]
+    header["merged_from"] = files
+    body, footer = [], None
+    for name, recs in zip(names, kids):
+        for r in recs[1:]:
+            if r["kind"] == "meta" and r["what"] == "footer":
+                footer = max(footer or r["t"], r["t"])
+                continue
+            body.append(dict(r, pid=name))
+    for r in parent[1:]:
+        if r["kind"] == "meta" and r["what"] == "footer":
+            footer = max(footer or r["t"], r["t"])
+        else:
+            body.append(r)
+    body.sort(key=lambda r: r.get("t", r.get("start")))
+    out = [header] + body
+    if footer is not None:
+        out.append({"kind": "meta", "what": "footer", "t": footer})
+    return out
+
+
+def write_fe_trace(records, path):
+    """Records as fe_trace JSONL, gzipped (reproducibly: no time stamp in the gzip header)
+    when ``path`` ends in ``.gz``."""
+    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
+    if str(path).endswith(".gz"):
+        with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0,
+                                                  filename="") as g:
+            g.write(text)
+    else:
+        pathlib.Path(path).write_bytes(text)

@@ -1,8 +1,9 @@
 """Validation: every calibration scenario, model against measured, metric by metric.
 
 For each bundled scenario (``sim/analysis/scenarios.py``) the workload is simulated and the same
-metrics (``sim/analysis/metrics.py``) are computed on the model's timeline and on the reference
-trace. A row is ``{scenario, metric, model, measured, rel_error}`` with
+metrics (``sim/analysis/metrics.py``: the timeline's, and its program's ``scenario_metrics``)
+are computed on the model's timeline and on the reference trace. A row is
+``{scenario, metric, model, measured, rel_error}`` with
 ``rel_error = (model - measured) / measured``. Traces recorded with CUPTI are matched by runs
 with ``profiler="cupti"``, the ``nocupti_*`` ones by runs with ``profiler="off"``.
 """
@@ -11,7 +12,7 @@ import json
 import statistics
 import time
 
-from gpufe.sim.analysis.metrics import metrics
+from gpufe.sim.analysis.metrics import metrics, scenario_metrics
 from gpufe.sim.run import simulate
 from gpufe.sim.analysis.scenarios import scenario_names, scenario_paths
 from gpufe.sim.analysis.traces import read_fe_trace
@@ -27,7 +28,11 @@ COMPARED = ("wall_per_rep_us", "gpu_span_us", "median_gap_us", "median_kernel_us
 #: two samples (the last synchronize of a repetition, a launch delayed by the OS)
 PROGRAM_METRICS = {"sync": ("sync_return_us",),
                    "copy": ("copy_h2d_gbps", "copy_d2h_gbps", "copy_d2d_gbps"),
-                   "pbfull": ("launches_blocked",)}
+                   "pbfull": ("launches_blocked",),
+                   # fe_trace2's: their figures come from scenario_metrics (metrics.py)
+                   "actgap": ("stream_period_us", "kernels_per_us"),
+                   "procs": ("timeslice_run_us", "switch_us", "switched_out_us", "run_len",
+                             "switch_gap_us", "kernel_span_us", "makespan_us")}
 
 
 def profiler_of(name):
@@ -58,19 +63,29 @@ def compare(name, model_metrics, measured_metrics):
 _MEASURED = {}
 
 
+def all_metrics(records, program):
+    """The metrics of a timeline and the figures of its program (``scenario_metrics``): what
+    a scenario compares, the same code on the reference trace and on the model's
+    timeline."""
+    return {**metrics(records), **scenario_metrics(records, program)}
+
+
 def measured_metrics(name, device="h200"):
     key = (name, device)
     if key not in _MEASURED:
-        _MEASURED[key] = metrics(read_fe_trace(scenario_paths(name, device)[1]))
+        from gpufe.sim.analysis.scenarios import program_of
+        records = read_fe_trace(scenario_paths(name, device)[1])
+        _MEASURED[key] = all_metrics(records, program_of(name, device))
     return _MEASURED[key]
 
 
 def run_scenario(name, params, backend="compiled", device="h200"):
     """Model metrics of one scenario, and the run's wall time."""
+    from gpufe.sim.analysis.scenarios import program_of
     w = load_workload(scenario_paths(name, device)[0])
     t0 = time.perf_counter()
     r = simulate(w, params, backend=backend, profiler=profiler_of(name))
-    return metrics(r.records), time.perf_counter() - t0
+    return all_metrics(r.records, program_of(name, device)), time.perf_counter() - t0
 
 
 def validate(params, names=None, backend="compiled", device="h200", log=None):

@@ -12,13 +12,16 @@ and asks the backend to run until something needs the host:
 - ``quiet``: the RTL was idle and took no input at the last cycle it ran, so its state cannot
   change until an input is due (what lets the harness run engine events ahead of it);
 - ``write_ready_from(cycle)``: the DMA write port is busy before ``cycle``;
+- ``wake()``: while ``quiet``, the RTL's own next timer deadline in ns (``WAKE_NEVER``: none):
+  its state changes then even with no input;
 - ``run(until)``: runs cycles (from the current one) until an output transfer is offered
   (a DMA read or write, a compute or copy dispatch: returns ``"transfer"`` before that
   cycle's clock edge, with the payloads readable by ``get``), until cycle ``until`` is
   reached (``"until"``), or, with ``until`` None, until the RTL is idle with nothing queued
   (``"idle"``). The next ``run`` first lets the offered transfers happen.
-- While the RTL is idle and no input is due, time jumps to the next due input or ``until``
-  (``jumps=False`` clocks every cycle; the results are the same).
+- While the RTL is idle and no input is due, time jumps to the next due input, the RTL's own
+  next timer deadline (its ``wake_at`` output, in ns), or ``until`` (``jumps=False`` clocks
+  every cycle; the results are the same).
 
 Every cycle: ``now`` = cycle * cycle_ps // 1000 ns; due inputs are offered; outputs settle;
 an offered output stops the run; the clock edge; taken inputs leave their queues.
@@ -43,9 +46,10 @@ from amaranth.lib import data, enum
 from amaranth.sim import Simulator
 
 INPUT_STREAMS = ("mmio", "dma_read_resp", "compute_done", "copy_done")
-OUTPUT_STREAMS = ("dma_read_req", "dma_write", "compute", "copy")
+OUTPUT_STREAMS = ("dma_read_req", "dma_write", "compute", "copy", "context")
 BUSY_CAP = 50_000_000        # cycles the RTL may stay busy with nothing external happening
 _NEVER = 1 << 127            # a cycle no run reaches
+WAKE_NEVER = (1 << 64) - 1   # the FrontEnd's wake_at when it has no timer set
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,7 @@ class PysimBackend(BackendBase):
         self.settings = {}         # configuration inputs driven for the whole run
         self._offers = ()
         self.last_idle = self.quiet = True
+        self.wake_ns = WAKE_NEVER          # the RTL's wake_at as of the last idle cycle
         # a windowed VCD: the cycle at which it opens, and the one at which it closes
         self._vcd_open_at = self._vcd_close_at = self._vcd_last = _NEVER
         self._vcd_trace = self._vcd_file = None
@@ -186,6 +191,9 @@ class PysimBackend(BackendBase):
     def queued(self):
         return sum(len(q) for q in self._queues.values())
 
+    def wake(self):
+        return self.wake_ns
+
     def get(self, name):
         return self.unpack(name, self._values[name])
 
@@ -198,7 +206,7 @@ class PysimBackend(BackendBase):
         ports = {n: getattr(dut, n) for n in INPUT_STREAMS + OUTPUT_STREAMS}
 
         async def testbench(ctx):
-            for n in ("dma_read_req", "compute", "copy"):
+            for n in ("dma_read_req", "compute", "copy", "context"):
                 ctx.set(ports[n].ready, 1)
             for n, v in self.settings.items():
                 ctx.set(getattr(dut, n), v)
@@ -289,7 +297,7 @@ class PysimBackend(BackendBase):
                     self._open_window(c)
                 # settled outputs: an offered transfer goes to the host first
                 if (ctx.get(dut.dma_read_req.valid) or ctx.get(dut.compute.valid)
-                        or ctx.get(dut.copy.valid)
+                        or ctx.get(dut.copy.valid) or ctx.get(dut.context.valid)
                         or (write_ready and ctx.get(dut.dma_write.valid))):
                     self._values = {}
                     for n in OUTPUT_STREAMS:
@@ -305,6 +313,9 @@ class PysimBackend(BackendBase):
             taken = [n for n in offered if ctx.get(ports[n].ready)]
             if idle and not offered:
                 due = [q[0][0] for q in self._queues.values() if q]
+                wake = self.wake_ns = ctx.get(dut.wake_at)
+                if wake != WAKE_NEVER:      # the design's own timer: the first cycle at it
+                    due.append(-(-wake * 1000 // self.cycle_ps))
                 target = min(due) if due else None
                 if until is not None:
                     target = until if target is None else min(target, until)

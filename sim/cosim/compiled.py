@@ -33,9 +33,9 @@ from gpufe.sim.cosim.backend import BackendBase, INPUT_STREAMS, BUSY_CAP
 
 # outputs that stop the C loop, in the order of the status block's offer bits; dma_write is
 # the next bit
-STOP_STREAMS = ("dma_read_req", "compute", "copy")
+STOP_STREAMS = ("dma_read_req", "compute", "copy", "context")
 _OFFERS = {m: tuple(n for i, n in enumerate(STOP_STREAMS + ("dma_write",)) if m >> i & 1)
-           for m in range(16)}
+           for m in range(1 << (len(STOP_STREAMS) + 1))}
 
 SHIM = pathlib.Path(__file__).parent / "cxxrtl" / "shim.cc"
 WORDS = 8
@@ -310,7 +310,7 @@ class CxxrtlBackend(BackendBase):
         for name, res, args in (
                 ("gpufe_open", vp, []), ("gpufe_close", None, [vp]),
                 ("gpufe_object", vp, [vp, ctypes.c_char_p]),
-                ("gpufe_setup", i32, [vp] + [ctypes.c_char_p] * 5
+                ("gpufe_setup", i32, [vp] + [ctypes.c_char_p] * 6
                  + [ctypes.POINTER(ctypes.c_char_p), i32, u64, i32]),
                 ("gpufe_add_queue", i32, [vp, ctypes.c_char_p, ctypes.c_char_p,
                                           ctypes.c_char_p]),
@@ -327,7 +327,7 @@ class CxxrtlBackend(BackendBase):
         self.h = lib.gpufe_open()
         stops = [f"{n}__valid".encode() for n in STOP_STREAMS]
         arr = (ctypes.c_char_p * len(stops))(*stops)
-        rc = lib.gpufe_setup(self.h, b"clk", b"now", b"idle", b"dma_write__ready",
+        rc = lib.gpufe_setup(self.h, b"clk", b"now", b"idle", b"wake_at", b"dma_write__ready",
                              b"dma_write__valid", arr, len(stops), cycle_ps, int(jumps))
         if rc:
             raise BackendUnavailable(f"compiled model lacks an expected port ({rc})")
@@ -399,6 +399,10 @@ class CxxrtlBackend(BackendBase):
     def queued(self):
         return self._status[2] + self._pushed
 
+    def wake(self):
+        self.lib.gpufe_get(self.h, self._object("wake_at"), self._buf)
+        return self._buf[0] | self._buf[1] << 32
+
     def get(self, name):
         slot = self._slot.get(name)
         if slot is None:
@@ -409,7 +413,7 @@ class CxxrtlBackend(BackendBase):
         return self.unpack(name, bits & ((1 << self._widths.get(name, 1)) - 1))
 
     def drive(self, harness):
-        for n in ("dma_read_req", "compute", "copy"):
+        for n in ("dma_read_req", "compute", "copy", "context"):
             self.lib.gpufe_set(self.h, self._object(f"{n}__ready"), self._words(1))
         for n, v in self.settings.items():
             self.lib.gpufe_set(self.h, self._object(n), self._words(v))

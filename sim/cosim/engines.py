@@ -95,6 +95,8 @@ class Kernel:
     release: tuple = None       # (syncpoint, value) set as it completes (its launch's release)
     launch: dict = None         # its decoded descriptor (and graph launch): the activity record
     dispatched: int = None      # ns, when the front end dispatched it
+    tsg: int = 0                # the context (process) it belongs to
+    saved: list = None          # ps left of each of its blocks preempted by a context switch
 
 
 class ComputeEngine:
@@ -113,6 +115,9 @@ class ComputeEngine:
         self._scheduled = False
         self.max_concurrent = 0
         self.running = 0
+        self.paused = set()                  # TSGs switched out: their work waits
+        self._live = {}                      # block token -> (kernel, SM, end ps)
+        self._token = 0
 
     def launch(self, kernel, graph=False):
         """A graph node's launch state was prepared at instantiation: it becomes eligible
@@ -133,11 +138,37 @@ class ComputeEngine:
             self._scheduled = True
             self.ev.at(max(self.ev.now, self.dispatcher_free), self._place)
 
+    def context_switch(self, tsg, run):
+        """The front end's runlist scheduler switches contexts: TSG ``tsg`` stops (``run``
+        False: its blocks on the SMs are preempted, each keeping the time it has left, and
+        leave the SMs to the next context) or starts again (its preempted blocks go back
+        first, then the rest)."""
+        if run:
+            self.paused.discard(tsg)
+            self._schedule()
+            return
+        self.paused.add(tsg)
+        now = self.ev.now
+        for token, (k, sm, end) in list(self._live.items()):
+            if k.tsg != tsg:
+                continue
+            del self._live[token]
+            self.free_threads[sm] += k.threads
+            self.free_blocks[sm] += 1
+            if k.saved is None:
+                k.saved = []
+            k.saved.append(end - now)
+            if k not in self.waiting:
+                self.waiting.append(k)
+
     def _pick(self):
-        """Next kernel to place a block of: priority first, then arrival order. A kernel
-        that has no block resident yet counts against the resident-kernel limit."""
+        """Next kernel to place a block of: priority first, then arrival order, among those
+        of running contexts. A kernel that has no block resident yet counts against the
+        resident-kernel limit."""
         best = None
         for k in self.waiting:
+            if k.tsg in self.paused:
+                continue
             if k.placed == 0 and self.resident >= self.p.max_resident_kernels:
                 continue
             if best is None or (k.priority, -k.order) > (best.priority, -best.order):
@@ -164,19 +195,27 @@ class ComputeEngine:
         now = self.ev.now
         self.free_threads[sm] -= k.threads
         self.free_blocks[sm] -= 1
-        if k.placed == 0:
-            k.start = now
-            self.resident += 1
-            self.running += 1
-            self.max_concurrent = max(self.max_concurrent, self.running)
-        k.placed += 1
-        if k.placed == k.blocks:
+        if k.saved:
+            duration = k.saved.pop(0)       # a preempted block resumes where it stopped
+        else:
+            if k.placed == 0:
+                k.start = now
+                self.resident += 1
+                self.running += 1
+                self.max_concurrent = max(self.max_concurrent, self.running)
+            k.placed += 1
+            duration = ps(k.block_ns + self.p.block_overhead_ns)
+        if k.placed == k.blocks and not k.saved:
             self.waiting.remove(k)
-        self.ev.after(ps(k.block_ns + self.p.block_overhead_ns), self._block_done, k, sm)
+        self._token += 1
+        self._live[self._token] = (k, sm, now + duration)
+        self.ev.after(duration, self._block_done, k, sm, self._token)
         self.dispatcher_free = now + ps(self.p.block_dispatch_ns)
         self._schedule()
 
-    def _block_done(self, k, sm):
+    def _block_done(self, k, sm, token):
+        if self._live.pop(token, None) is None:
+            return                           # preempted: it ends after its context resumes
         self.free_threads[sm] += k.threads
         self.free_blocks[sm] += 1
         k.done += 1
@@ -191,7 +230,11 @@ class ComputeEngine:
     def _kernel_done(self, k):
         k.end = self.ev.now
         self.running -= 1
-        self.on_complete(k)
+        if self.profiled and not k.graph and self.p.cupti_release_ns:
+            # CUPTI writes the kernel's end timestamp before its completion goes out
+            self.ev.after(ps(self.p.cupti_release_ns), self.on_complete, k)
+        else:
+            self.on_complete(k)
 
 
 @dataclass

@@ -26,8 +26,8 @@ import gc
 import sys
 
 from gpufe.rtl.frontend import FrontEnd
-from gpufe.rtl.layouts import ChannelReg, CHANNEL_REGS, COPY_FLAG_DESCRIPTOR, DESCRIPTOR_ALIGN
-from gpufe.sim.cosim.backend import PysimBackend
+from gpufe.rtl.layouts import ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, COPY_FLAG_DESCRIPTOR, DESCRIPTOR_ALIGN
+from gpufe.sim.cosim.backend import PysimBackend, WAKE_NEVER
 from gpufe.sim.cosim.engines import ComputeEngine, CopyEngines, DescriptorReader
 from gpufe.sim.cosim.events import EventQueue, ps
 from gpufe.sim.cosim.hostmem import HostMemory, BlockPool
@@ -44,13 +44,13 @@ PROFILERS = ("off", "cupti")
 
 class CoSim:
     def __init__(self, params, max_connections=None, *, vcd=None, jumps=True, backend="pysim",
-                 profiler="off"):
+                 profiler="off", channels=None):
         if profiler not in PROFILERS:
             raise ValueError(f"profiler {profiler!r}: one of {', '.join(PROFILERS)}")
         self.p = params
         self.profiler = profiler
         self.max_connections = max_connections or params.max_connections
-        self.cfg = params.frontend_config(self.max_connections)
+        self.cfg = params.frontend_config(self.max_connections, channels)
         self.dut = FrontEnd(self.cfg)
         self.cycle_ps = ps(params.cycle_ns)
         self.backend = make_backend(backend, self.dut, self.cycle_ps, jumps, vcd)
@@ -75,12 +75,14 @@ class CoSim:
         self.segment_ends = {}            # push-buffer byte address past a segment -> callback
         # told of every kernel and copy dispatched and ended, or None
         self.activity = None
-        # CPU thread
-        self._cpu = None
-        self._cpu_wait = None
-        self.cpu_done = False
+        # CPU threads: [generator, (predicate, why) it waits for or None, done]
+        self._threads = []
+        self.barriers = {}                # barrier key -> [arrived, generation]
+        self.next_syncpoint = 0           # syncpoints handed to streams, across processes
         self.error = None
-        self.stats = {"doorbells": 0}
+        self.stats = {"doorbells": 0, "context_switches": 0}
+        self.channel_tsg = {}             # the KMD's channel table: channel -> TSG
+        self.scheduler_configured = False
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -98,7 +100,7 @@ class CoSim:
         """A posted MMIO write; it reaches the register after ``mmio_write_ns`` (and after
         every write posted before it)."""
         d = self.p.mmio_write_ns if delay_ns is None else delay_ns
-        if address % CHANNEL_REGS == ChannelReg.GP_PUT.value:
+        if address < GLOBAL_PAGE and address % CHANNEL_REGS == ChannelReg.GP_PUT.value:
             self.stats["doorbells"] += 1
         # queued now with the cycle it lands at (the backend jumps straight to it: one host
         # round trip fewer than an event); posted writes arrive in order, never overtaking
@@ -114,33 +116,65 @@ class CoSim:
     # -- the CPU thread ---------------------------------------------------------------------------
 
     def start_cpu(self, generator):
-        self._cpu = generator
-        self.ev.after(0, self._resume)
+        """A CPU thread running ``generator``; threads run at once, each on its own CPU."""
+        th = [generator, None, False]
+        self._threads.append(th)
+        self.ev.after(0, self._resume, th)
 
-    def _resume(self):
+    @property
+    def cpu_done(self):
+        return all(th[2] for th in self._threads)
+
+    def _resume(self, th):
         try:
             while True:
-                req = next(self._cpu)
+                req = next(th[0])
                 if req[0] == "cpu":
                     if req[1] > 0:
-                        self.ev.after(ps(req[1]), self._resume)
+                        self.ev.after(ps(req[1]), self._resume, th)
                         return
                 elif req[0] == "wait":
                     _, pred, why = req
                     if pred():
                         continue
-                    self._cpu_wait = (pred, why)
+                    th[1] = (pred, why)
                     return
                 else:
                     raise ValueError(f"CPU thread yielded {req!r}")
         except StopIteration:
-            self.cpu_done = True
+            th[2] = True
 
     def poke_cpu(self):
-        """Something the CPU may be waiting for changed: re-check its wait."""
-        if self._cpu_wait and self._cpu_wait[0]():
-            self._cpu_wait = None
-            self.ev.after(0, self._resume)
+        """Something a CPU thread may be waiting for changed: re-check the waits."""
+        for th in self._threads:
+            if th[1] and th[1][0]():
+                th[1] = None
+                self.ev.after(0, self._resume, th)
+
+    def _waiting_for(self):
+        """What the blocked CPU threads wait for, for a deadlock report."""
+        whys = [th[1][1] for th in self._threads if th[1] and not th[2]]
+        return "; ".join(whys) if whys else "the CPU thread"
+
+    def barrier(self, key, parties, why):
+        """Generator: wait until ``parties`` threads have reached barrier ``key`` (each
+        meeting of the same key is a new one)."""
+        b = self.barriers.setdefault(key, [0, 0])
+        generation = b[1]
+        b[0] += 1
+        if b[0] == parties:
+            b[0], b[1] = 0, generation + 1
+            self.poke_cpu()
+        yield ("wait", lambda: b[1] != generation, why)
+
+    def thread_count(self):
+        return len(self._threads)
+
+    def take_syncpoint(self):
+        """The next free syncpoint counter (one per stream, across every process)."""
+        sp = self.next_syncpoint
+        self.next_syncpoint += 1
+        return sp
 
     def device_quiet(self):
         """Nothing outside the CPU thread is due and the RTL was quiet at its last cycle: idle
@@ -184,7 +218,7 @@ class CoSim:
             self._transfers(backend, t)
         elif reason == "idle":
             if not self.cpu_done:
-                why = self._cpu_wait[1] if self._cpu_wait else "the CPU thread"
+                why = self._waiting_for()
                 self.error = Deadlock(f"deadlock at {t // 1000} ns: {why} can never be "
                                       f"satisfied (the GPU is idle and nothing else is due)")
             return False
@@ -200,10 +234,17 @@ class CoSim:
     def _run_ahead(self, backend):
         """While the RTL is quiet and has no input queued, its state cannot change: run the
         events (engines, CPU) ahead of it, until one gives it an input, instead of stopping
-        it at every event (block placements come every few hundred picoseconds)."""
+        it at every event (block placements come every few hundred picoseconds), up to the
+        RTL's own next timer deadline."""
+        wake_ps = None
         while backend.quiet and backend.queued() == 0 and not self.error:
             nxt = self.ev.next_time()
             if nxt is None:
+                return
+            if wake_ps is None:
+                wake = backend.wake()
+                wake_ps = wake * 1000 if wake != WAKE_NEVER else 1 << 127
+            if nxt >= wake_ps:
                 return
             self.ev.run_due(nxt)
 
@@ -223,6 +264,7 @@ class CoSim:
             kernel = self.reader.kernel(rec.descriptor, (rec.channel, rec.seq, rec.node,
                                                          rec.graph), rec.graph)
             kernel.dispatched = t // 1000
+            kernel.tsg = self.channel_tsg.get(rec.channel, 0)
             if self.activity is not None:
                 self.activity.dispatched(kernel, self.ev.now // 1000)
             self.compute.launch(kernel, graph=bool(rec.graph))
@@ -238,6 +280,14 @@ class CoSim:
             if self.activity is not None:
                 self.activity.dispatched(job, self.ev.now // 1000)
             self.copies.launch(job)
+
+        if "context" in offers:
+            rec = b.get("context__payload")
+            if not rec.run:
+                self.stats["context_switches"] += 1
+            self.compute.context_switch(rec.tsg, bool(rec.run))
+            if self.activity is not None and hasattr(self.activity, "context_switch"):
+                self.activity.context_switch(rec.tsg, bool(rec.run), t // 1000)
 
     def _dma_read(self, rq, t):
         start = max(t + self._dma_read_ps, self._resp_free_ps)

@@ -1,12 +1,13 @@
 """The kernel-mode driver (KMD): the front end's registers, written by MMIO.
 
-It programs a channel's context when the channel is created (where its GPFIFO ring is and how
+It programs the host scheduler (timeslices, the PBDMA's switch costs) and the channel table
+(each channel's TSG) once, a channel's context when the channel is created (where its GPFIFO ring is and how
 many entries it has, before the program starts), a channel's priority when a stream of greater
 priority comes onto it, and rings the doorbell (GP_PUT) at every kickoff. A posted MMIO write
 reaches its register ``mmio_write_ns`` after it is issued (see ``CoSim.mmio_write``).
 """
 
-from gpufe.rtl.layouts import ChannelReg
+from gpufe.rtl.layouts import ChannelReg, GlobalReg, GLOBAL_PAGE
 
 
 class Kmd:
@@ -23,6 +24,17 @@ class Kmd:
                            (ChannelReg.GPFIFO_BASE_HI, ring_base >> 32),
                            (ChannelReg.GPFIFO_ENTRIES_LOG2, (ring_entries - 1).bit_length())):
             self._write(channel, reg, value, delay_ns=0)
+
+    def configure_scheduler(self, registers):
+        """The host scheduler's registers (``GlobalReg`` -> value), before the program
+        runs."""
+        for reg, value in registers.items():
+            self.sim.mmio_write(GLOBAL_PAGE + reg.value, value, delay_ns=0)
+
+    def assign_tsg(self, channel, tsg):
+        """The channel table: the channel belongs to TSG ``tsg`` (its process's context)."""
+        self._write(channel, ChannelReg.TSG, tsg, delay_ns=0)
+        self.sim.channel_tsg[channel] = tsg
 
     def set_priority(self, channel, level):
         self._write(channel, ChannelReg.PRIORITY, level)

@@ -3,9 +3,10 @@ reference traces were taken; nothing with ``"off"``).
 
 On the CPU: time inside every kernel launch call (the kernel's activity record is set up: the
 call's record ends after it), time after every call, and time per node in a graph launch. On
-the GPU side, which the co-simulation models (``cupti_kernel_ns``, ``cupti_graph_kernel_ns``
-in the engines, ``cupti_acquire_ns`` in the front end's settings): longer kernels and a longer
-acquire retry. And in the records: a stream kernel's "submitted" is when the front end
+the GPU side, which the co-simulation models (``cupti_kernel_ns``, ``cupti_graph_kernel_ns``,
+``cupti_release_ns`` in the engines, ``cupti_launch_hold_ns`` in the front end's registers):
+longer kernels, a stream kernel's completion reaching the front end later, and the PBDMA held
+after every launch. And in the records: a stream kernel's "submitted" is when the front end
 dispatched it, not its kickoff.
 """
 

@@ -57,18 +57,33 @@ class Event:
     captured: tuple = None          # (capture, node set) when recorded during a capture
 
 
+@dataclass(frozen=True)
+class Process:
+    """A process's CUDA context: its name (the timeline's ``pid``), its TSG on the GPU, the
+    first of its channels and its CUDA_DEVICE_MAX_CONNECTIONS."""
+    name: str
+    tsg: int
+    channel_base: int
+    max_connections: int
+
+
 class Runtime:
     """The API on one CPU thread, over a driver model for the co-simulation ``cosim``: its
-    KMD, UMD, timeline and profiler."""
+    KMD, UMD, timeline and profiler. ``process``: the CUDA context it runs in (None: the only
+    one, with all of ``cosim``'s channels)."""
 
-    def __init__(self, cosim):
+    def __init__(self, cosim, process=None):
         self.sim = cosim
         self.p = cosim.p
         self.cfg = cosim.cfg
+        self.process = process or Process("p0", 0, 0, cosim.max_connections)
         self.kmd = Kmd(cosim)
-        self.umd = Umd(cosim, self.kmd)
-        self.timeline = Timeline([CHANNEL_COMPUTE if ch.kind == "compute" else CHANNEL_COPY
-                                  for ch in self.umd.channels])
+        if not cosim.scheduler_configured:
+            self.kmd.configure_scheduler(cosim.p.scheduler_registers(cosim.profiler == "cupti"))
+            cosim.scheduler_configured = True
+        self.umd = Umd(cosim, self.kmd, self.process)
+        self.timeline = Timeline({ch.id: CHANNEL_COMPUTE if ch.kind == "compute"
+                                  else CHANNEL_COPY for ch in self.umd.channels})
         cosim.activity = self.timeline
         self.profiler = Profiler(cosim, self.timeline)
         self.streams = {}
@@ -145,10 +160,10 @@ class Runtime:
             raise ApiError(f"stream {name!r} already exists")
         start, corr = self.now(), self.timeline.correlation_id()
         idx = len(self.streams)
-        if idx >= self.cfg.syncpoints:
+        if self.sim.next_syncpoint >= self.cfg.syncpoints:
             raise ApiError(f"more streams than syncpoints ({self.cfg.syncpoints})")
         ch = self.umd.stream_channel(idx)
-        s = Stream(name, STREAM_ID_BASE + idx, priority, ch, syncpoint=idx,
+        s = Stream(name, STREAM_ID_BASE + idx, priority, ch, syncpoint=self.sim.take_syncpoint(),
                    host_sem=self.sim.mem.alloc(16, align=16))
         self.streams[name] = s
         self.umd.add_stream_priority(ch, priority)
@@ -453,6 +468,16 @@ class Runtime:
     def finish(self):
         """End of the program: whatever is still queued is kicked off."""
         yield from self.umd.flush_all()
+
+    def barrier(self, name):
+        """Wait for every thread of this process at barrier ``name`` (of every process, for
+        a name starting with ``global:``); commands not yet kicked off go out first."""
+        yield from self.umd.flush_all()
+        if name.startswith("global:"):
+            key, parties = ("global", name), self.sim.thread_count()
+        else:
+            key, parties = (self.process.name, name), 1
+        yield from self.sim.barrier(key, parties, f"barrier {name!r}")
 
     def mark(self, what):
         self.timeline.mark(what, self.now())

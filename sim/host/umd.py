@@ -1,7 +1,8 @@
 """The user-mode driver (UMD): which channel a stream's work goes on, push buffers, kickoff.
 
 - Channels: ``max_connections`` compute channels (CUDA_DEVICE_MAX_CONNECTIONS) and two copy
-  channels, one for H2D and one for D2H copies. Each has a GPFIFO ring and a push buffer in
+  channels, one for H2D and one for D2H copies, from the process's first channel on, all in
+  its TSG (the KMD's channel table). Each has a GPFIFO ring and a push buffer in
   host memory; the KMD sets its context up when it is created, before the program runs.
 - Streams on channels: the i-th stream created goes on compute channel i mod
   ``max_connections`` (round robin); a channel's priority is the greatest of its streams'.
@@ -39,14 +40,15 @@ class Channel:
 
 
 class Umd:
-    def __init__(self, cosim, kmd):
+    def __init__(self, cosim, kmd, process):
         self.sim = cosim
         self.p = cosim.p
         self.kmd = kmd
-        mc = cosim.max_connections
-        self.compute_channels = [self._make_channel(i, "compute") for i in range(mc)]
-        self.copy_channels = {"h2d": self._make_channel(mc, "h2d"),
-                              "d2h": self._make_channel(mc + 1, "d2h")}
+        self.process = process
+        mc, base = process.max_connections, process.channel_base
+        self.compute_channels = [self._make_channel(base + i, "compute") for i in range(mc)]
+        self.copy_channels = {"h2d": self._make_channel(base + mc, "h2d"),
+                              "d2h": self._make_channel(base + mc + 1, "d2h")}
         self._next_device_address = DEVICE_MEMORY_BASE
 
     def _make_channel(self, cid, kind):
@@ -55,6 +57,8 @@ class Umd:
         ch = Channel(cid, kind, base, entries, self.p.pushbuffer_bytes,
                      pb_ring=SegmentRing(self.sim.mem, self.p.pushbuffer_bytes))
         self.kmd.create_channel(cid, base, entries)
+        if self.process.tsg:
+            self.kmd.assign_tsg(cid, self.process.tsg)
         return ch
 
     @property

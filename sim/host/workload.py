@@ -162,6 +162,12 @@ OPS = {
         "A `meta` record in the timeline at the current CPU time; no CPU time. The metrics "
         "measure repetitions between `rep_begin` and `rep_end` marks.",
         {"what": Field(str, REQUIRED, "the record's `what`, e.g. `rep_begin`, `rep_end`")}),
+    "barrier": Op(
+        "The CPU thread waits until every thread of its process has reached the barrier of "
+        "that name; a name starting with `global:` waits for every thread of every process. "
+        "A name may be used again: each use is a new meeting of all threads. Commands not yet "
+        "kicked off go out first; no CPU time.",
+        {"name": Field(str, REQUIRED, "the barrier's name")}),
     "repeat": Op(
         "Runs `body` `count` times; costs nothing itself (a body that makes no call costs "
         "nothing, whatever the count).",
@@ -208,7 +214,14 @@ TOP = {
                                          "parameter set's (`gpufe run --max-connections` "
                                          "overrides both)", 1, 32, "CUDA's most"),
     "description": Field(str, "", "free text, for the reader"),
-    "program": Field(list, REQUIRED, "the ops the CPU thread runs, in order"),
+    "program": Field(list, None, "the ops the CPU thread runs, in order; required unless "
+                                 "`processes` is given"),
+    "processes": Field(list, None, "instead of `program`: several processes on the GPU, "
+                                   "each its own CUDA context (its own channels, its own "
+                                   "time slice) and CPU thread: a list of objects with "
+                                   "`name` (required, unique), `max_connections` (default: "
+                                   "the file's) and `program`; streams, events and graphs "
+                                   "are named per process"),
 }
 
 #: (op, field) -> (least, most, what the most is): the bounds of :data:`OPS`
@@ -488,8 +501,10 @@ def parse_workload(data, source="<workload>", *, located=False):
     if extra:
         raise WorkloadError(f"{source}: unknown top-level field(s) "
                             f"{', '.join(_key(e) for e in extra)}")
-    if "program" not in data:
-        raise WorkloadError(f"{source}: no 'program'")
+    if "program" in data and "processes" in data:
+        raise WorkloadError(f"{source}: both 'program' and 'processes': give one")
+    if "program" not in data and "processes" not in data:
+        raise WorkloadError(f"{source}: no 'program' (or 'processes')")
     mc = data.get("max_connections")
     lo, hi = TOP["max_connections"].least, TOP["max_connections"].most
     if mc is not None and (not isinstance(mc, int) or isinstance(mc, bool)
@@ -501,12 +516,61 @@ def parse_workload(data, source="<workload>", *, located=False):
             if not isinstance(data[key], str):
                 raise WorkloadError(f"{source}: {key} must be a string, not {show(data[key])}")
             _check_text(data[key], f"{source}: {key}")
-    names = {"stream": set(), "event": set(), "graph": set()}
-    program = _check_ops(data["program"], f"{source}: program", names, located=located)
     name, description = data.get("name"), data.get("description")
-    return {"name": pathlib.Path(str(source)).stem if name is None else name,
-            "max_connections": mc, "description": "" if description is None else description,
-            "program": program}
+    out = {"name": pathlib.Path(str(source)).stem if name is None else name,
+           "max_connections": mc, "description": "" if description is None else description}
+    if "processes" in data:
+        out["processes"] = _check_processes(data["processes"], source, lo, hi, located)
+        out["program"] = []
+        return out
+    names = {"stream": set(), "event": set(), "graph": set()}
+    out["program"] = _check_ops(data["program"], f"{source}: program", names, located=located)
+    return out
+
+
+#: processes a workload may run on the GPU at once (the front end's TSGs)
+MAX_PROCESSES = 4
+
+
+def _check_processes(procs, source, lo, hi, located):
+    if not isinstance(procs, list) or not procs:
+        raise WorkloadError(f"{source}: processes must be a non-empty list")
+    if len(procs) > MAX_PROCESSES:
+        raise WorkloadError(f"{source}: {len(procs)} processes; the model runs at most "
+                            f"{MAX_PROCESSES} (the front end's TSGs)")
+    out, seen = [], set()
+    for i, p in enumerate(procs):
+        here = f"{source}: processes[{i}]"
+        if not isinstance(p, dict):
+            raise WorkloadError(f"{here}: must be an object, not {show(p)}")
+        extra = sorted(set(p) - {"name", "max_connections", "program"})
+        if extra:
+            raise WorkloadError(f"{here}: unknown field(s) {', '.join(_key(e) for e in extra)}")
+        name = p.get("name")
+        if not isinstance(name, str) or not name:
+            raise WorkloadError(f"{here}: name must be a non-empty string, not {show(name)}")
+        _check_text(name, f"{here}: name")
+        if name in seen:
+            raise WorkloadError(f"{here}: process name {name!r} used twice")
+        seen.add(name)
+        mc = p.get("max_connections")
+        if mc is not None and (not isinstance(mc, int) or isinstance(mc, bool)
+                               or not lo <= mc <= hi):
+            raise WorkloadError(f"{here}: max_connections must be {lo}..{hi} (an integer), "
+                                f"not {show(mc)}")
+        if "program" not in p:
+            raise WorkloadError(f"{here}: no 'program'")
+        names = {"stream": set(), "event": set(), "graph": set()}
+        out.append({"name": name, "max_connections": mc,
+                    "program": _check_ops(p["program"], f"{here}.program", names,
+                                          located=located)})
+    return out
+
+
+def programs_of(workload):
+    """Every program a workload runs: its processes' programs, or its one program."""
+    procs = workload.get("processes")
+    return [p["program"] for p in procs] if procs else [workload["program"]]
 
 
 def load_workload(path):
@@ -656,7 +720,7 @@ def check_run(workload, params, source=None, *, max_connections=None, limits=Tru
     ``limits`` is false), more device memory than the model hands out, a simulated time past
     :data:`MAX_SIM_NS`. Returns the totals (:func:`work_totals`)."""
     where = source or workload.get("name", "<workload>")
-    t = work_totals(workload["program"])
+    t = work_totals([{"op": "repeat", "count": 1, "body": p} for p in programs_of(workload)])
     w = t["work"]
     if t["streams"] > params.syncpoints:
         raise WorkloadError(f"{where}: {_fmt(t['streams'])} streams; the model has "
@@ -742,6 +806,7 @@ _CALLS = {
     "device_synchronize": lambda rt, op: rt.device_synchronize(),
     "host_sleep": lambda rt, op: rt.host_sleep(op["ns"]),
     "mark": lambda rt, op: rt.mark(op["what"]),
+    "barrier": lambda rt, op: rt.barrier(op["name"]),
     "stream_begin_capture": lambda rt, op: rt.stream_begin_capture(op["stream"]),
     "stream_end_capture": lambda rt, op: rt.stream_end_capture(op["stream"], op["graph"]),
     "graph_instantiate": lambda rt, op: rt.graph_instantiate(op["graph"]),
@@ -750,7 +815,7 @@ _CALLS = {
 
 
 #: ops that are not CUDA API calls (no profiler cost)
-_NOT_API = ("mark", "host_sleep")
+_NOT_API = ("mark", "host_sleep", "barrier")
 
 
 def _run_op(op, rt):

@@ -104,8 +104,21 @@ class Params:
                                      "per-node records)")
     cupti_kernel_ns: float = _ns("CUPTI: added to every kernel's duration (its timestamps)")
     cupti_graph_kernel_ns: float = _ns("CUPTI: added to every graph kernel's duration")
-    cupti_acquire_ns: float = _ns("CUPTI: added to the acquire retry interval (a stream kernel "
-                                  "waiting for the one before it starts later)")
+    cupti_release_ns: float = _ns("CUPTI: a stream kernel's end -> its completion reaches the "
+                                  "front end (its end timestamp is written first), so the "
+                                  "kernel waiting for it starts later")
+    cupti_launch_hold_ns: float = _ns("CUPTI: front-end time after every kernel launch its "
+                                      "PBDMA dispatches (the launch's timestamp work)")
+    # -- the host scheduler (runlist, TSGs, PBDMA) --
+    tsg_timeslice_ns: float = _ns("time a context (TSG: one process) may hold the GPU while "
+                                  "another has work ((TIMEOUT << SCALE) x 1024 ns)")
+    tsg_switch_ns: float = _ns("a context switch between TSGs: nothing is served meanwhile")
+    pbdma_ctx_save_ns: float = _ns("PBDMA: saving a channel's context when it moves to another "
+                                   "channel")
+    pbdma_ctx_load_ns: float = _ns("PBDMA: loading the next channel's context")
+    pbdma_ch_timeslice_ns: float = _ns("PBDMA: time a channel may hold it while another "
+                                       "channel waits (0: until it runs out of work or an "
+                                       "acquire fails)")
     # -- driver structures --
     gpfifo_entries: int = _p("GPFIFO ring entries per channel", "entries", 2, 65536,
                              "(a power of two)")
@@ -122,13 +135,13 @@ class Params:
     def cycle_ns(self):
         return 1.0 / self.clock_ghz
 
-    def frontend_config(self, max_connections=None):
+    def frontend_config(self, max_connections=None, channels=None):
         """RTL sizes for a run, every one that is a parameter taken from this set: one compute
-        channel per connection plus H2D and D2H, the FIFO, the GPFIFO ring, the syncpoints,
-        the DMA burst. (The rest of :class:`FrontEndConfig` are RTL constants, not
-        parameters.)"""
+        channel per connection plus H2D and D2H (``channels``: that many in all, for several
+        processes), the FIFO, the GPFIFO ring, the syncpoints, the DMA burst. (The rest of
+        :class:`FrontEndConfig` are RTL constants, not parameters.)"""
         mc = max_connections or self.max_connections
-        return FrontEndConfig(channels=mc + 2, fifo_depth=self.fifo_depth,
+        return FrontEndConfig(channels=channels or mc + 2, fifo_depth=self.fifo_depth,
                               slot_words=self.slot_words,
                               gp_entries_log2_max=bits_for(self.gpfifo_entries),
                               syncpoints=self.syncpoints, dma_burst=self.dma_burst)
@@ -136,9 +149,20 @@ class Params:
     def frontend_settings(self, profiled=False):
         """Values of the FrontEnd's configuration inputs (registers a driver would program),
         which the harness drives for the whole run: they need no rebuild of a compiled model."""
-        retry = self.acquire_retry_ns + (self.cupti_acquire_ns if profiled else 0)
-        return {"acquire_retry": round(retry * self.clock_ghz),
+        return {"acquire_retry": round(self.acquire_retry_ns * self.clock_ghz),
                 "timestamp_hold": round(self.timestamp_hold_ns * self.clock_ghz)}
+
+    def scheduler_registers(self, profiled=False):
+        """The host scheduler's configuration registers (``GlobalReg`` -> value), which the
+        KMD writes before the program runs: ns for the TSG timers, cycles for the PBDMA."""
+        from gpufe.rtl.layouts import GlobalReg
+        cyc = lambda ns: round(ns * self.clock_ghz)
+        return {GlobalReg.TSG_TIMESLICE: round(self.tsg_timeslice_ns),
+                GlobalReg.TSG_SWITCH: round(self.tsg_switch_ns),
+                GlobalReg.CTX_SAVE: cyc(self.pbdma_ctx_save_ns),
+                GlobalReg.CTX_LOAD: cyc(self.pbdma_ctx_load_ns),
+                GlobalReg.CH_TIMESLICE: cyc(self.pbdma_ch_timeslice_ns),
+                GlobalReg.LAUNCH_HOLD: cyc(self.cupti_launch_hold_ns) if profiled else 0}
 
     def describe(self):
         return {f.name: f.metadata["doc"] for f in fields(self)}
@@ -155,6 +179,7 @@ GROUPS = (("the set", "name"), ("device", "device"), ("copy engines", "copy_late
           ("CPU: the runtime API (time of each call when it does not block)", "launch_cpu_ns"),
           ("the profiler (--profiler cupti: CUPTI activity tracing, as the traces were "
            "taken)", "cupti_launch_ns"),
+          ("the host scheduler (runlist, TSGs, PBDMA)", "tsg_timeslice_ns"),
           ("driver structures", "gpfifo_entries"),
           ("front end sizes (RTL generics; channels follow max_connections)", "fifo_depth"))
 
@@ -228,12 +253,18 @@ def check(raw, source, base=None, name=None):
     for profiled in (False, True):
         for reg, cycles in p.frontend_settings(profiled).items():
             if cycles > 0xFFFF:
-                what = {"acquire_retry": "acquire_retry_ns" + (" + cupti_acquire_ns"
-                                                               if profiled else ""),
+                what = {"acquire_retry": "acquire_retry_ns",
                         "timestamp_hold": "timestamp_hold_ns"}.get(reg, reg)
                 raise ParamsError(f"{source}: {what} is {cycles:,} cycles at clock_ghz "
                                   f"{p.clock_ghz:g}; the front end's {reg} register holds "
                                   f"65,535")
+    limits = {"TSG_TIMESLICE": 0xFFFFFFFF, "TSG_SWITCH": 0xFFFFFFFF}
+    for profiled in (False, True):
+        for reg, value in p.scheduler_registers(profiled).items():
+            top = limits.get(reg.name, 0xFFFF)
+            if value > top:
+                raise ParamsError(f"{source}: the front end's {reg.name} register is {value:,} "
+                                  f"with these parameters; it holds {top:,}")
     check_config(p, p.max_connections, source)
     return p
 

@@ -12,11 +12,15 @@ CFG = SMALL
 class Harness:
     """The CP alone: FIFOs, syncpoint unit and engines as Python models."""
 
-    def __init__(self, priorities=None):
+    def __init__(self, priorities=None, eligible=None, costs=None):
         self.dut = CommandProcessor(CFG)
+        # channels the runlist serves (all by default), and ctx_save/ctx_load/... cycles
+        self.eligible = (1 << CFG.channels) - 1 if eligible is None else eligible
+        self.costs = costs or {}
         self.fifo = [deque() for _ in range(CFG.channels)]
         self.priorities = priorities or {}
         self.releases, self.acquires, self.launches, self.copies = [], [], [], []
+        self.launch_cycles = []         # cycle of each launch offered
         self.parked = set()             # channels parked by an unmet acquire
         self.busy = set()               # channels whose release slot is taken
         self.counters = {}
@@ -35,6 +39,9 @@ class Harness:
             ctx.set(dut.compute.ready, 1)
             ctx.set(dut.copy.ready, 1)
             ctx.set(dut.all_complete, 1)
+            ctx.set(dut.eligible, self.eligible)
+            for name, value in self.costs.items():
+                ctx.set(getattr(dut, name), value)
             popped = None
             for cycle in range(cycles):
                 if cycle in self.actions:
@@ -63,6 +70,7 @@ class Harness:
                 if ctx.get(dut.compute.valid):
                     l = ctx.get(dut.compute.payload)
                     self.launches.append((l.channel, l.seq, l.descriptor))
+                    self.launch_cycles.append(cycle)
                 if ctx.get(dut.copy.valid):
                     c = ctx.get(dut.copy.payload)
                     self.copies.append((c.channel, c.seq, c.src, c.dst, c.length, c.flags))
@@ -101,17 +109,66 @@ def test_launch_and_copy_records_carry_channel_and_sequence():
     assert h.copies == [(1, 1, 0xAB_0000_1000, 0xCD_0000_2000, 777, 5)]
 
 
-def test_higher_priority_channel_first_round_robin_within_level():
-    h = Harness(priorities={0: 0, 1: 2, 2: 2, 3: 0})
+def _two_launches_per_channel(h):
     for c in range(4):
         pb = PushBuffer()
         for k in range(2):
             pb.launch(0x1000_0000 + 0x100 * (10 * c + k))
         h.push(c, pb)
+
+
+def test_higher_priority_channel_first_and_the_pbdma_stays_on_a_channel_with_work():
+    # no channel timeslice: a channel keeps the PBDMA until it runs out of work
+    h = Harness(priorities={0: 0, 1: 2, 2: 2, 3: 0})
+    _two_launches_per_channel(h)
+    h.run(200)
+    order = [ch for ch, _, _ in h.launches]
+    assert order[:4] == [1, 1, 2, 2]
+    assert order[4:] in ([0, 0, 3, 3], [3, 3, 0, 0])
+
+
+def test_channel_timeslice_round_robin_within_a_level():
+    # a timeslice of one cycle: after each dispatch the channel yields to a waiting one
+    h = Harness(priorities={0: 0, 1: 2, 2: 2, 3: 0}, costs={"ch_timeslice": 1})
+    _two_launches_per_channel(h)
     h.run(200)
     order = [ch for ch, _, _ in h.launches]
     assert order[:4] == [1, 2, 1, 2]
     assert order[4:] in ([0, 3, 0, 3], [3, 0, 3, 0])
+
+
+def _dispatch_cycles(costs, channels):
+    """Cycles at which the launches of one launch per channel are dispatched."""
+    h = Harness(costs=costs)
+    for c in channels:
+        h.push(c, PushBuffer().launch(0x1000 * (c + 1)))
+    h.run(400)
+    return h.launch_cycles
+
+
+def test_context_save_and_load_cost_their_cycles_at_each_switch():
+    base = _dispatch_cycles({}, [0, 1, 2])
+    slow = _dispatch_cycles({"ctx_save": 20, "ctx_load": 30}, [0, 1, 2])
+    assert len(base) == len(slow) == 3
+    # the first channel is loaded (nothing to save), the others saved and loaded
+    assert slow[0] - base[0] == 30
+    assert [b - a for a, b in zip(slow, slow[1:])] == [
+        b - a + 50 for a, b in zip(base, base[1:])]
+
+
+def test_launch_hold_holds_the_pbdma_after_each_launch():
+    base = _dispatch_cycles({}, [0, 1])
+    held = _dispatch_cycles({"launch_hold": 40}, [0, 1])
+    assert held[0] == base[0]
+    assert held[1] - held[0] == base[1] - base[0] + 40
+
+
+def test_only_eligible_channels_are_served():
+    h = Harness(eligible=0b0101)
+    _two_launches_per_channel(h)
+    h.run(200)
+    assert sorted({ch for ch, _, _ in h.launches}) == [0, 2]
+    assert len(h.launches) == 4
 
 
 def test_unmet_acquire_parks_one_channel_and_the_other_runs():
@@ -129,6 +186,30 @@ def test_unmet_acquire_parks_one_channel_and_the_other_runs():
     launches = [(c, d) for c, _, d in h.launches]
     assert launches[:2] == [(1, 0x2000), (1, 0x2100)]
     assert launches[2:] == [(0, 0x1000)]
+
+
+def _wake_to_dispatch(costs, woken):
+    """Channels 0 and 1 both park on an acquire; at cycle 300 channel ``woken``'s syncpoint
+    is released: cycles from then to its launch."""
+    h = Harness(costs=costs)
+    for c in (0, 1):
+        h.push(c, PushBuffer().sem_acquire(syncpoint_address(CFG, c + 1), 1).launch(0x1000 + 0x100 * c))
+
+    def release(harness):
+        harness.counters[woken + 1] = 1
+        harness.parked.discard(woken)
+    h.actions[300] = release
+    h.run(450)
+    (cycle,) = h.launch_cycles
+    return cycle - 300
+
+
+def test_a_parked_channel_is_switched_out_at_once_when_another_has_work():
+    costs = {"ctx_save": 20, "ctx_load": 30}
+    # channel 1 parked last: the PBDMA switched it out as it parked, so waking either
+    # channel costs a load, not a save and a load
+    assert _wake_to_dispatch(costs, 0) == _wake_to_dispatch(costs, 1)
+    assert _wake_to_dispatch(costs, 0) - _wake_to_dispatch({}, 0) == 30
 
 
 def test_release_on_a_busy_slot_blocks_the_channel_until_free():

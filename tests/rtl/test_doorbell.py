@@ -81,3 +81,32 @@ def test_state_write_clears_error_and_drops_queued_entries():
         assert ctx.get(dut.pending) == 0
 
     simulate(dut, tb)
+
+
+def test_channel_table_and_scheduler_registers():
+    dut = DoorbellRegisterFile(SMALL)
+
+    async def tb(ctx):
+        await write(ctx, dut, mmio_channel(3, ChannelReg.TSG), 2)
+        assert ctx.get(dut.channel_tsg[3]) == 2 and ctx.get(dut.channel_tsg[0]) == 0
+        assert read(ctx, dut, mmio_channel(3, ChannelReg.TSG)) == 2
+        # a TSG the front end does not have is refused
+        await write(ctx, dut, mmio_channel(1, ChannelReg.TSG), SMALL.tsgs)
+        assert ctx.get(dut.channel_tsg[1]) == 0
+        assert ctx.get(dut.status) & STATUS_BAD_VALUE
+        values = {GlobalReg.TSG_TIMESLICE: 2_088_960, GlobalReg.TSG_SWITCH: 145_000,
+                  GlobalReg.CTX_SAVE: 450, GlobalReg.CTX_LOAD: 451, GlobalReg.CH_TIMESLICE: 7,
+                  GlobalReg.LAUNCH_HOLD: 700}
+        ports = {GlobalReg.TSG_TIMESLICE: dut.timeslice, GlobalReg.TSG_SWITCH: dut.switch_time,
+                 GlobalReg.CTX_SAVE: dut.ctx_save, GlobalReg.CTX_LOAD: dut.ctx_load,
+                 GlobalReg.CH_TIMESLICE: dut.ch_timeslice,
+                 GlobalReg.LAUNCH_HOLD: dut.launch_hold}
+        for reg, v in values.items():
+            await write(ctx, dut, mmio_global(reg), v)
+        for reg, v in values.items():
+            assert ctx.get(ports[reg]) == v
+            assert read(ctx, dut, mmio_global(reg)) == v
+        ctx.set(dut.scheduler_status, (1 << 31) | 2)
+        assert read(ctx, dut, mmio_global(GlobalReg.ACTIVE_TSG)) == (1 << 31) | 2
+
+    simulate(dut, tb)

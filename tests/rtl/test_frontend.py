@@ -70,10 +70,11 @@ def test_signal_in_one_channel_releases_wait_in_another():
     assert channel_state(b, 1)[0] == ChannelState.IDLE
 
 
-def order_after_busy_engine(priorities, launches):
+def order_after_busy_engine(priorities, launches, ch_timeslice=0):
     """Kernel ids in dispatch order when two channels' launches pile up behind a busy
     compute engine (channel c launches kernels 10c, 10c+1, ...)."""
     b = make_bench(priorities=priorities)
+    b.mmio_write(mmio_global(GlobalReg.CH_TIMESLICE), ch_timeslice)
     b.hold_compute = True
     for c in (0, 1):
         pb = PushBuffer()
@@ -96,8 +97,13 @@ def test_priority_orders_dispatch():
     assert rest[:len(high)] == high
 
 
-def test_priority_round_robin_within_a_level():
+def test_a_channel_keeps_the_pbdma_within_a_level_until_its_work_runs_out():
     channels = [k // 10 for k in order_after_busy_engine({0: 1, 1: 1}, 3)]
+    assert channels in ([0, 0, 0, 1, 1, 1], [1, 1, 1, 0, 0, 0])
+
+
+def test_channel_timeslice_gives_round_robin_within_a_level():
+    channels = [k // 10 for k in order_after_busy_engine({0: 1, 1: 1}, 3, ch_timeslice=1)]
     assert channels in ([0, 1, 0, 1, 0, 1], [1, 0, 1, 0, 1, 0])
 
 

@@ -36,7 +36,7 @@ struct Queue {
 
 struct Sim {
   cxxrtl_handle h;
-  cxxrtl_object *clk, *now, *idle, *wr_ready, *wr_valid;
+  cxxrtl_object *clk, *now, *idle, *wake, *wr_ready, *wr_valid;
   std::vector<cxxrtl_object *> stops;
   std::vector<Queue> queues;
   std::vector<int> offered;
@@ -72,6 +72,15 @@ void put_u64(cxxrtl_object *o, uint64_t v) {
 
 bool bit(const cxxrtl_object *o) { return o->curr[0] & 1; }
 
+// The first cycle at which `now` reaches the design's `wake_at` (its next timer deadline, in
+// ns), UINT64_MAX when it has none: an idle or stable design changes state by itself then.
+uint64_t wake_cycle(const Sim *s) {
+  uint64_t ns = uint64_t(s->wake->curr[0]) | uint64_t(s->wake->curr[1]) << 32;
+  if (ns == UINT64_MAX)
+    return UINT64_MAX;
+  return (ns * 1000 + s->cycle_ps - 1) / s->cycle_ps;
+}
+
 // One evaluation a cycle. The design is fully flattened with no combinational feedback, so
 // one eval() with a rising clock both settles the combinational logic on this cycle's inputs
 // and computes every flip-flop's next value; until commit() the outputs read as this cycle's
@@ -94,11 +103,14 @@ bool edge(Sim *s) {
 }
 
 // The first cycle from c at which a stable design's inputs change: an input becomes due, the
-// DMA write port turns ready, or `until`. Only `now` changes before then, and the design
-// samples `now` only on a state change (a timestamp write), so those cycles are no-ops.
+// DMA write port turns ready, its timer deadline (`wake_at`), or `until`. Only `now` changes
+// before then, and the design samples `now` only on a state change (a timestamp write, a timer
+// set) or at its deadline, so those cycles are no-ops.
 // UINT64_MAX when nothing will ever change.
 uint64_t stable_until(Sim *s, uint64_t c, uint64_t until) {
-  uint64_t t = until;
+  uint64_t t = std::min(until, wake_cycle(s));
+  if (t <= c)
+    return c;
   for (size_t i = 0; i < s->queues.size(); i++) {
     Queue &q = s->queues[i];
     if (q.q.empty() || (s->last_offered >> i & 1))
@@ -141,16 +153,18 @@ void gpufe_close(void *p) {
 
 void *gpufe_object(void *p, const char *name) { return cxxrtl_get(((Sim *)p)->h, name); }
 
-int gpufe_setup(void *p, const char *clk, const char *now, const char *idle, const char *wr_ready,
-                const char *wr_valid, const char **stops, int nstops, uint64_t cycle_ps,
+int gpufe_setup(void *p, const char *clk, const char *now, const char *idle, const char *wake,
+                const char *wr_ready, const char *wr_valid, const char **stops, int nstops, uint64_t cycle_ps,
                 int jumps) {
   Sim *s = (Sim *)p;
   s->clk = cxxrtl_get(s->h, clk);
   s->now = cxxrtl_get(s->h, now);
   s->idle = cxxrtl_get(s->h, idle);
+  s->wake = cxxrtl_get(s->h, wake);
   s->wr_ready = cxxrtl_get(s->h, wr_ready);
   s->wr_valid = cxxrtl_get(s->h, wr_valid);
-  if (!s->clk || !s->now || !s->idle || !s->wr_ready || !s->wr_valid)
+  if (!s->clk || !s->now || !s->idle || !s->wake || s->wake->width != 64 || !s->wr_ready
+      || !s->wr_valid)
     return -1;
   for (int i = 0; i < nstops; i++) {
     cxxrtl_object *o = cxxrtl_get(s->h, stops[i]);
@@ -309,8 +323,8 @@ static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
     for (int i : s->offered)
       taken[i] = bit(s->queues[i].ready);
     if (idle && s->offered.empty()) {
-      uint64_t target = until;
-      bool any = until != UINT64_MAX;
+      uint64_t target = std::min(until, wake_cycle(s));
+      bool any = target != UINT64_MAX;
       for (auto &q : s->queues)
         if (!q.q.empty()) {
           any = true;
