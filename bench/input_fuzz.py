@@ -91,7 +91,8 @@ def load_seeds():
     workloads = []
     for p in sorted((ROOT / "examples").glob("*.json")) + sorted(REF.glob("*.json")):
         w = json.loads(p.read_text())
-        _shrink_ops(w["program"])
+        for proc in w.get("processes") or [w]:
+            _shrink_ops(proc["program"])
         workloads.append((p.stem, w))
     traces = []
     for p in sorted(REF.glob("*.jsonl.gz")):

@@ -46,7 +46,7 @@ class CommandProcessor(wiring.Component):
     with the channel's next method. It moves to another channel when the channel runs out of
     work, when an acquire fails (the channel is parked), when the channel is no longer served,
     after a dispatch when a channel of greater priority waits, or, with a channel timeslice set
-    (``ch_timeslice`` cycles, 0: none), after a dispatch once the channel has held it that long
+    (``ch_timeslice`` ns, 0: none), after a dispatch once the channel has held it that long
     while another channel waits.
 
     When the channel's acquire fails while another served channel has work (ready, or itself
@@ -56,9 +56,10 @@ class CommandProcessor(wiring.Component):
     Per-channel decode state (method address, remaining count, mode, subchannel, semaphore
     address and payload, launch descriptor and copy registers, dispatch sequence number) lives
     in a context memory (:func:`context_layout`), RAMFC-like; a method may span any number of
-    switches. A switch writes the current context back (SAVE: ``ctx_save`` cycles more) and
-    reads the next one (LOAD: ``ctx_load`` cycles more): these are the costs that limit how many
-    channels' dependent launches the front end resolves per microsecond.
+    switches. A switch writes the current context back (SAVE: ``ctx_save`` ns) and reads the
+    next one (LOAD: ``ctx_load`` ns): these are the costs that limit how many channels'
+    dependent launches the front end resolves per microsecond. The waits are deadlines on
+    ``now`` (``wake_at``), during which the CP is quiescent.
 
     A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
     graph walker like work to an engine; the graph's completion counts as its completion.
@@ -69,10 +70,10 @@ class CommandProcessor(wiring.Component):
     write 1 clears it.
 
     Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
-    FIFO read returns); a channel switch costs ``ctx_save + ctx_load + 2`` cycles (one more
-    with nothing loaded to save it: ``ctx_load + 1``). A dispatch holds the CP until the engine
-    takes the record, which is offered the cycle after its method executes; a kernel launch
-    then holds it ``launch_hold`` cycles more (CUPTI's per-launch work). WFI holds the whole CP
+    FIFO read returns); a channel switch costs ``ctx_save + ctx_load`` ns and two cycles (one
+    with nothing loaded to save: ``ctx_load`` ns and a cycle). A dispatch holds the CP until
+    the engine takes the record, which is offered the cycle after its method executes; a kernel
+    launch then holds it ``launch_hold`` ns more (CUPTI's per-launch work). WFI holds the whole CP
     (every channel) until all dispatched work has completed.
 
     Parameters
@@ -94,11 +95,15 @@ class CommandProcessor(wiring.Component):
     eligible : In(cfg.channels)
         Channels the runlist scheduler serves now (the active TSG's).
     ctx_save, ctx_load : In(16)
-        Extra cycles to save and to load a channel's context at a switch.
+        ns to save and to load a channel's context at a switch.
     ch_timeslice : In(16)
-        Cycles a channel may keep the PBDMA while another waits (0: no limit).
+        ns a channel may keep the PBDMA while another waits (0: no limit).
     launch_hold : In(16)
-        Cycles the PBDMA spends after each kernel launch it dispatches.
+        ns the PBDMA spends after each kernel launch it dispatches.
+    now : In(64)
+        The current time in ns: the PBDMA's waits are deadlines on it.
+    wake_at : Out(64)
+        The deadline the PBDMA waits for (all ones when it waits for none).
     has_work : Out(cfg.channels)
         Channels with something to decode (FIFO data or a method to replay), not in error.
     priority : In(data.ArrayLayout(cfg.prio_bits, cfg.channels))
@@ -176,6 +181,8 @@ class CommandProcessor(wiring.Component):
             "ctx_load": In(16),
             "ch_timeslice": In(16),
             "launch_hold": In(16),
+            "now": In(64),
+            "wake_at": Out(64),
             "has_work": Out(n),
             "priority": In(data.ArrayLayout(cfg.prio_bits, n)),
             "release": Out(stream.Signature(release_layout(cfg))),
@@ -437,10 +444,15 @@ class CommandProcessor(wiring.Component):
 
         # -- the FSM --
         next_chan = Signal(cfg.chan_bits, name="pbdma_next_channel")   # being switched to
-        wait = Signal(16, name="pbdma_wait")     # cycles left in SAVE, LOAD or HOLD
-        slice_left = Signal(16)             # channel timeslice left
-        with m.If(slice_left != 0):
-            m.d.sync += slice_left.eq(slice_left - 1)
+        # deadlines on `now`, not counters: nothing changes while the PBDMA waits, so the
+        # simulators may jump to them (``wake_at``)
+        wait_until = Signal(64, name="pbdma_wait_until")   # end of SAVE, LOAD or HOLD
+        slice_end = Signal(64, name="pbdma_slice_end")     # end of the channel timeslice
+        waiting = Signal()
+        m.d.comb += waiting.eq(((state == CPState.SAVE) | (state == CPState.LOAD)
+                                | (state == CPState.HOLD)) & (self.now < wait_until))
+        waited = ~waiting
+        m.d.comb += self.wake_at.eq(Mux(waiting, wait_until, (1 << 64) - 1))
         not_me = ~(Const(1, n) << chan)[:n]
         others_waiting = (runnable & not_me).any()
         # another served channel has work (ready, or waiting on an acquire of its own)
@@ -458,7 +470,7 @@ class CommandProcessor(wiring.Component):
             """After a dispatch: the next method of the channel, unless a channel of greater
             priority waits, or its timeslice is over while another channel waits."""
             with m.If(higher_waiting
-                      | ((self.ch_timeslice != 0) & (slice_left == 0) & others_waiting)):
+                      | ((self.ch_timeslice != 0) & (self.now >= slice_end) & others_waiting)):
                 leave()
             with m.Else():
                 m.d.sync += state.eq(CPState.FETCH)
@@ -475,34 +487,30 @@ class CommandProcessor(wiring.Component):
                         # write the current context back, then read the next one
                         m.d.comb += ctx_wp.en.eq(1)
                         m.d.sync += [next_chan.eq(arb.grant), state.eq(CPState.SAVE),
-                                     wait.eq(self.ctx_save)]
+                                     wait_until.eq(self.now + self.ctx_save)]
                     with m.Else():
                         m.d.sync += [next_chan.eq(arb.grant), state.eq(CPState.LOAD),
-                                     wait.eq(self.ctx_load)]
+                                     wait_until.eq(self.now + self.ctx_load)]
                 with m.Elif(evict):
                     # its acquire failed and others have work: switch it out at once, so
                     # that a channel waking next pays only the load
                     m.d.comb += ctx_wp.en.eq(1)
-                    m.d.sync += [state.eq(CPState.SAVE), wait.eq(self.ctx_save),
+                    m.d.sync += [state.eq(CPState.SAVE), wait_until.eq(self.now + self.ctx_save),
                                  evicting.eq(1)]
             with m.Case(CPState.SAVE):
-                with m.If((wait == 0) & evicting):
+                with m.If(waited & evicting):
                     m.d.sync += [state.eq(CPState.ARBITRATE), loaded.eq(0), evicting.eq(0)]
-                with m.Elif(wait == 0):
-                    m.d.sync += [state.eq(CPState.LOAD), wait.eq(self.ctx_load)]
-                with m.Else():
-                    m.d.sync += wait.eq(wait - 1)
+                with m.Elif(waited):
+                    m.d.sync += [state.eq(CPState.LOAD), wait_until.eq(self.now + self.ctx_load)]
             with m.Case(CPState.LOAD):
-                with m.If(wait == 0):
+                with m.If(waited):
                     m.d.sync += [chan.eq(next_chan), loaded.eq(1), state.eq(CPState.FETCH),
                                  fresh.bit_select(next_chan, 1).eq(0),
-                                 slice_left.eq(self.ch_timeslice)]
+                                 slice_end.eq(self.now + self.ch_timeslice)]
                     with m.If(fresh.bit_select(next_chan, 1)):
                         m.d.sync += ctx.eq(0)
                     with m.Else():
                         m.d.sync += ctx.eq(ctx_rp.data)
-                with m.Else():
-                    m.d.sync += wait.eq(wait - 1)
             with m.Case(CPState.FETCH):
                 with m.If(err.bit_select(chan, 1) | self.parked.bit_select(chan, 1)
                           | ~self.eligible.bit_select(chan, 1)
@@ -550,16 +558,15 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += [self.compute.valid.eq(0), self.copy.valid.eq(0),
                                  self.graph.valid.eq(0), ctx.seq.eq(ctx.seq + 1)]
                     with m.If(self.compute.valid & (self.launch_hold != 0)):
-                        m.d.sync += [state.eq(CPState.HOLD), wait.eq(self.launch_hold - 1)]
+                        m.d.sync += [state.eq(CPState.HOLD),
+                                     wait_until.eq(self.now + self.launch_hold)]
                     with m.Else():
                         go_on_or_yield()
                 with m.Elif(~port_valid):
                     leave()
             with m.Case(CPState.HOLD):
-                with m.If(wait == 0):
+                with m.If(waited):
                     go_on_or_yield()
-                with m.Else():
-                    m.d.sync += wait.eq(wait - 1)
             with m.Case(CPState.WFI):
                 with m.If(self.all_complete):
                     m.d.sync += state.eq(CPState.FETCH)
@@ -573,5 +580,6 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += loaded.eq(0)
 
         m.d.comb += self.quiescent.eq(((state == CPState.ARBITRATE) & ~arb.valid & ~evict)
+                                      | waiting
                                       | ((state == CPState.WFI) & ~self.all_complete))
         return m

@@ -79,7 +79,7 @@ class DoorbellRegisterFile(wiring.Component):
     timeslice, switch_time : Out(32)
         TSG_TIMESLICE and TSG_SWITCH (ns).
     ctx_save, ctx_load, ch_timeslice, launch_hold : Out(16)
-        CTX_SAVE, CTX_LOAD, CH_TIMESLICE, LAUNCH_HOLD (cycles).
+        CTX_SAVE, CTX_LOAD, CH_TIMESLICE, LAUNCH_HOLD (ns).
     status : Out(32)
         The STATUS register: bits 2:0 ``STATUS_BAD_CHANNEL``, ``STATUS_BAD_PUT``,
         ``STATUS_BAD_VALUE`` (a STATUS write of 1s clears them); bits 31:16 the address of the

@@ -256,7 +256,8 @@ class FrontEnd(wiring.Component):
             db.scheduler_status.eq(rl.active | (rl.state.as_value() << 31)),
             cp.eligible.eq(rl.served), cp.ctx_save.eq(db.ctx_save), cp.ctx_load.eq(db.ctx_load),
             cp.ch_timeslice.eq(db.ch_timeslice), cp.launch_hold.eq(db.launch_hold),
-            self.wake_at.eq(rl.wake_at),
+            cp.now.eq(self.now),
+            self.wake_at.eq(Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)),
         ]
 
         # errors: a channel in error stops fetching, its FIFO data is discarded

@@ -167,6 +167,7 @@ class GraphWalker(wiring.Component):
         epoch = Signal(8)
         n_roots = Signal(nb + 1)
         n_edges = Signal(eb + 1)
+        edges_over = Signal()           # a node loaded so far has successors past the memory
         done_count = Signal(nb + 1)
         inflight = Signal(range(cfg.graph_inflight_max + 1))
 
@@ -305,7 +306,7 @@ class GraphWalker(wiring.Component):
                                      fetch_addr.eq(head.table),
                                      fetch_left.eq(head.nodes * GRAPH_NODE_DWORDS),
                                      load_index.eq(0), word.eq(0), n_roots.eq(0),
-                                     n_edges.eq(0), node_words.eq(0)]
+                                     n_edges.eq(0), node_words.eq(0), edges_over.eq(0)]
             with m.Case(WalkerState.LOAD_NODES):
                 with m.If(rsp.valid):
                     with m.If(rsp.payload.error):
@@ -317,11 +318,14 @@ class GraphWalker(wiring.Component):
                             m.d.sync += n_roots.eq(n_roots + 1)
                         with m.If(succ_end > n_edges):
                             m.d.sync += n_edges.eq(succ_end)
+                        # any node's successors past the edge memory: the graph is too large
+                        with m.If(succ_end > cfg.graph_edges_max):
+                            m.d.sync += edges_over.eq(1)
                         m.d.sync += [word.eq(0), node_words.eq(0),
                                      load_index.eq(load_index + 1)]
                         with m.If(load_index + 1 == cur.nodes):
                             m.d.sync += load_index.eq(0)
-                            with m.If(succ_end > cfg.graph_edges_max):
+                            with m.If((succ_end > cfg.graph_edges_max) | edges_over):
                                 fault(ErrorCause.GRAPH)
                             with m.Elif((succ_end == 0) & (n_edges == 0)):
                                 m.d.sync += [state.eq(WalkerState.ROOTS), root_index.eq(0),

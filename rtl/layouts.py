@@ -340,13 +340,13 @@ GRAPH_LAUNCH_RECORD_DWORDS = GraphLaunchRecord.as_shape().size // 32
 class CPState(enum.Enum, shape=3):
     """The command processor's state machine (its PBDMA: which channel it decodes)."""
     ARBITRATE = 0
-    LOAD = 1               # loading a channel's context (CTX_LOAD cycles)
+    LOAD = 1               # loading a channel's context (CTX_LOAD ns)
     FETCH = 2
     EXECUTE = 3
     DISPATCH = 4
     WFI = 5
-    SAVE = 6               # saving the channel's context before another (CTX_SAVE cycles)
-    HOLD = 7               # after a launch (LAUNCH_HOLD cycles)
+    SAVE = 6               # saving the channel's context before another (CTX_SAVE ns)
+    HOLD = 7               # after a launch (LAUNCH_HOLD ns)
 
 
 class RunlistState(enum.Enum, shape=1):
@@ -447,10 +447,10 @@ class GlobalReg(enum.Enum, shape=4):
     # the host scheduler's configuration, written by the KMD (reset 0: no cost, no slicing)
     TSG_TIMESLICE = 4      # ns a TSG may run while another has work
     TSG_SWITCH = 5         # ns a context switch between TSGs takes (nothing is served)
-    CTX_SAVE = 6           # cycles the PBDMA takes to save a channel's context
-    CTX_LOAD = 7           # cycles the PBDMA takes to load a channel's context
-    CH_TIMESLICE = 8       # cycles a channel may hold the PBDMA while another waits (0: no limit)
-    LAUNCH_HOLD = 9        # cycles the PBDMA spends after each launch (CUPTI's stamps)
+    CTX_SAVE = 6           # ns the PBDMA takes to save a channel's context
+    CTX_LOAD = 7           # ns the PBDMA takes to load a channel's context
+    CH_TIMESLICE = 8       # ns a channel may hold the PBDMA while another waits (0: no limit)
+    LAUNCH_HOLD = 9        # ns the PBDMA spends after each launch (CUPTI's stamps)
     ACTIVE_TSG = 10        # R: the TSG being served, bit 31 set during a switch
 
 

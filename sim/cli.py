@@ -291,6 +291,20 @@ def connections_used(params):
                    for p in paths})
 
 
+def process_channels_used(params):
+    """The channel counts of the bundled scenarios that run several processes (each process
+    its own channels: max_connections + 2)."""
+    from gpufe.sim.analysis.scenarios import scenario_names, scenario_paths
+    from gpufe.sim.host.workload import load_workload
+    counts = set()
+    for n in scenario_names():
+        w = load_workload(scenario_paths(n)[0])
+        if w.get("processes"):
+            mc = w["max_connections"] or params.max_connections
+            counts.add(sum((p["max_connections"] or mc) + 2 for p in w["processes"]))
+    return sorted(counts)
+
+
 def cmd_build(args):
     import time
     from gpufe.sim.params import load, apply_settings, check_config
@@ -308,6 +322,17 @@ def cmd_build(args):
         t0 = time.monotonic()
         try:
             lib, cached = build_for(params, mc, log=lambda m: print(m, file=sys.stderr))
+        except BackendUnavailable as e:
+            print(f"gpufe build: {what}: {e}", file=sys.stderr)
+            return 1
+        print(f"gpufe build: {what}: " + (f"cached, {lib}" if cached else
+                                          f"built in {time.monotonic() - t0:.0f} s, {lib}"))
+    for channels in (process_channels_used(params) if args.all else ()):
+        what = f"several processes ({channels} channels, params {params.name})"
+        t0 = time.monotonic()
+        try:
+            lib, cached = build_for(params, channels=channels,
+                                    log=lambda m: print(m, file=sys.stderr))
         except BackendUnavailable as e:
             print(f"gpufe build: {what}: {e}", file=sys.stderr)
             return 1
@@ -537,7 +562,8 @@ def main(argv=None):
                      help="CUDA_DEVICE_MAX_CONNECTIONS values to build for (default: the "
                           "parameter set's)")
     bld.add_argument("--all", action="store_true",
-                     help="also every value the bundled examples and reference scenarios use")
+                     help="also every value the bundled examples and reference scenarios use "
+                          "(and the models of the scenarios with several processes)")
     bld.set_defaults(func=cmd_build)
 
     from gpufe.constraints.boards import BOARDS

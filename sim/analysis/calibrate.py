@@ -25,7 +25,7 @@ from gpufe.sim.analysis.metrics import metrics
 from gpufe.sim.params import load
 from gpufe.sim.analysis.scenarios import scenario_paths
 from gpufe.sim.analysis.traces import read_fe_trace
-from gpufe.sim.analysis.validate import run_scenario
+from gpufe.sim.analysis.validate import run_scenario, measured_metrics
 
 
 def _trace(name):
@@ -107,6 +107,13 @@ SIMULATED = [
     ("sync_kickoff_ns", "sync_h0", "sync_return_us", (200.0, 1500.0)),
     # unprofiled per-node cost of a graph launch; the rest of the profiled cost is CUPTI's
     ("graph_launch_per_node_ns", "nocupti_graph_nodes10", "wall_per_rep_us", (50.0, 500.0)),
+    # the host scheduler: the PBDMA's context switch (save and load, one value each: the
+    # traces give their sum) on eight busy channels, then CUPTI's hold after each launch on
+    # the same program profiled, then the switch between two processes' contexts
+    ("pbdma_ctx_load_ns", "nocupti_actgap_stamp_c32_A8_g100", "stream_period_us",
+     (350.0, 550.0)),
+    ("cupti_launch_hold_ns", "actgap_c32_A8_g100", "stream_period_us", (500.0, 1000.0)),
+    ("tsg_switch_ns", "procs_long_P2", "switch_us", (120000.0, 170000.0)),
 ]
 
 
@@ -130,10 +137,12 @@ def calibrate(base="h200", backend="compiled", log=print):
     log("direct: " + ", ".join(f"{k}={v:.1f}" for k, v in direct.items()))
     residuals = []
     for name, scenario, metric, (x0, x1) in SIMULATED:
-        measured = metrics(_trace(scenario))[metric]
+        measured = measured_metrics(scenario)[metric]
 
         def with_value(p, x, name=name):
             p = p.with_overrides(**{name: round(x, 1)})
+            if name == "pbdma_ctx_load_ns":
+                p = p.with_overrides(pbdma_ctx_save_ns=round(x, 1))
             if name == "graph_launch_per_node_ns":
                 p = p.with_overrides(cupti_graph_node_ns=round(max(per_node_prof - x, 0), 1))
             return p

@@ -127,7 +127,7 @@ class _Gen:
         """One op that is legal anywhere outside a capture."""
         r = self.r
         choices = [("work", 40), ("record", 14), ("wait", 14), ("sync", 6), ("sleep", 2),
-                   ("mark", 1)]
+                   ("mark", 1), ("barrier", 1)]
         if self.graphs:
             choices += [("graph", 5), ("instantiate", 1)]
         what = r.choices([c for c, _ in choices], [w for _, w in choices])[0]
@@ -143,6 +143,9 @@ class _Gen:
             return {"op": "host_sleep", "ns": r.choice([100, 1000, 5000, 20000])}
         if what == "mark":
             return {"op": "mark", "what": r.choice(["rep_begin", "rep_end", "here"])}
+        if what == "barrier":
+            # one thread: it flushes what is queued and meets itself
+            return {"op": "barrier", "name": r.choice(["a", "global:b"])}
         if what == "instantiate":
             # a new executable graph: its launches are not ordered with the older one's
             return {"op": "graph_instantiate", "graph": r.choice(self.graphs)}

@@ -245,12 +245,13 @@ def build(dut, log=None):
                       make, progress)
 
 
-def build_for(params, max_connections=None, log=None):
+def build_for(params, max_connections=None, log=None, channels=None):
     """The compiled model a run with parameter set ``params`` and ``max_connections`` (default:
-    the set's) uses, built if it is not cached: (path of the library, whether it was cached).
-    The FrontEnd is made as the co-simulation makes it."""
+    the set's) uses, or one of ``channels`` in all (a run of several processes), built if it
+    is not cached: (path of the library, whether it was cached). The FrontEnd is made as the
+    co-simulation makes it."""
     from gpufe.rtl.frontend import FrontEnd
-    dut = FrontEnd(params.frontend_config(max_connections))
+    dut = FrontEnd(params.frontend_config(max_connections, channels))
     _elaborated_elsewhere(dut)
     lib = cached_library(dut)
     if lib is not None:
@@ -261,7 +262,8 @@ def build_for(params, max_connections=None, log=None):
 def _elaborated_elsewhere(dut):
     """Amaranth warns of a design object it never elaborated: a cached build is never
     converted here, so say it is used."""
-    for part in (dut, dut.doorbell, dut.fetcher, dut.fifo, dut.cp, dut.syncpoint, dut.walker):
+    for part in (dut, dut.doorbell, dut.fetcher, dut.fifo, dut.cp, dut.syncpoint, dut.walker,
+                 dut.runlist):
         part._MustUse__silence = True
 
 

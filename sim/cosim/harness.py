@@ -180,9 +180,9 @@ class CoSim:
         """Nothing outside the CPU thread is due and the RTL was quiet at its last cycle: idle
         and taking no input (``idle`` is settled before the edge, so a cycle that took an
         input, such as a completion whose release wakes a parked channel, says nothing of the
-        state after it)."""
+        state after it), with no timer of its own running."""
         return (self.backend.quiet and self.ev.next_time() is None
-                and self.backend.queued() == 0)
+                and self.backend.queued() == 0 and self.backend.wake() == WAKE_NEVER)
 
     # -- host memory writes from the device --------------------------------------------------------
 

@@ -154,15 +154,15 @@ class Params:
 
     def scheduler_registers(self, profiled=False):
         """The host scheduler's configuration registers (``GlobalReg`` -> value), which the
-        KMD writes before the program runs: ns for the TSG timers, cycles for the PBDMA."""
+        KMD writes before the program runs, in ns (the front end's timers are deadlines on its
+        ``now``)."""
         from gpufe.rtl.layouts import GlobalReg
-        cyc = lambda ns: round(ns * self.clock_ghz)
         return {GlobalReg.TSG_TIMESLICE: round(self.tsg_timeslice_ns),
                 GlobalReg.TSG_SWITCH: round(self.tsg_switch_ns),
-                GlobalReg.CTX_SAVE: cyc(self.pbdma_ctx_save_ns),
-                GlobalReg.CTX_LOAD: cyc(self.pbdma_ctx_load_ns),
-                GlobalReg.CH_TIMESLICE: cyc(self.pbdma_ch_timeslice_ns),
-                GlobalReg.LAUNCH_HOLD: cyc(self.cupti_launch_hold_ns) if profiled else 0}
+                GlobalReg.CTX_SAVE: round(self.pbdma_ctx_save_ns),
+                GlobalReg.CTX_LOAD: round(self.pbdma_ctx_load_ns),
+                GlobalReg.CH_TIMESLICE: round(self.pbdma_ch_timeslice_ns),
+                GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns) if profiled else 0}
 
     def describe(self):
         return {f.name: f.metadata["doc"] for f in fields(self)}

@@ -44,6 +44,7 @@ class Harness:
                 ctx.set(getattr(dut, name), value)
             popped = None
             for cycle in range(cycles):
+                ctx.set(dut.now, cycle)          # a cycle is a ns: costs are deadlines on now
                 if cycle in self.actions:
                     self.actions[cycle](self)
                 # inputs
@@ -150,10 +151,11 @@ def test_context_save_and_load_cost_their_cycles_at_each_switch():
     base = _dispatch_cycles({}, [0, 1, 2])
     slow = _dispatch_cycles({"ctx_save": 20, "ctx_load": 30}, [0, 1, 2])
     assert len(base) == len(slow) == 3
-    # the first channel is loaded (nothing to save), the others saved and loaded
-    assert slow[0] - base[0] == 30
+    # the first channel is loaded (nothing to save), the others saved and loaded; a wait
+    # is a deadline on now (a cycle a ns here), and even a wait of 0 takes its one cycle
+    assert slow[0] - base[0] == 30 - 1
     assert [b - a for a, b in zip(slow, slow[1:])] == [
-        b - a + 50 for a, b in zip(base, base[1:])]
+        b - a + (20 - 1) + (30 - 1) for a, b in zip(base, base[1:])]
 
 
 def test_launch_hold_holds_the_pbdma_after_each_launch():
@@ -209,7 +211,7 @@ def test_a_parked_channel_is_switched_out_at_once_when_another_has_work():
     # channel 1 parked last: the PBDMA switched it out as it parked, so waking either
     # channel costs a load, not a save and a load
     assert _wake_to_dispatch(costs, 0) == _wake_to_dispatch(costs, 1)
-    assert _wake_to_dispatch(costs, 0) - _wake_to_dispatch({}, 0) == 30
+    assert _wake_to_dispatch(costs, 0) - _wake_to_dispatch({}, 0) == 30 - 1
 
 
 def test_release_on_a_busy_slot_blocks_the_channel_until_free():

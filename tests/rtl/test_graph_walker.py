@@ -76,3 +76,23 @@ def test_graph_too_large_faults_its_channel_only():
     assert (ChannelState(word & 0xF), ErrorCause(word >> 4)) == (ChannelState.ERROR,
                                                                  ErrorCause.GRAPH)
     assert [r["kernel_id"] for _, k, r in b.log.dispatches] == [7]
+
+
+def test_successors_past_the_edge_memory_fault_whichever_node_has_them():
+    # node 0 claims successors at the end of the edge memory and past it; the last node's
+    # are in range: the walker must still refuse the table
+    b = FrontEndBench(SMALL)
+    b.setup_channel(0)
+    b.setup_channel(1)
+    d = b.put_descriptor(launch_descriptor(block_ns=100, kernel_id=100))
+    words = (encode_graph_node("kernel", 0, 2, SMALL.graph_edges_max - 1, d)
+             + encode_graph_node("kernel", 1, 0, 0, d) + [1, 1])
+    table = b.mem.alloc(4 * len(words) + 4 * SMALL.graph_edges_max, align=256)
+    b.mem.write_dwords(table, words)
+    b.submit(0, graph_launch(PushBuffer(), table, 2))
+    b.submit(1, PushBuffer().launch(b.put_descriptor(launch_descriptor(kernel_id=7))))
+    b.run_until_idle()
+    word = b.mmio_read(mmio_channel(0, ChannelReg.STATE))
+    assert (ChannelState(word & 0xF), ErrorCause(word >> 4)) == (ChannelState.ERROR,
+                                                                 ErrorCause.GRAPH)
+    assert [r["kernel_id"] for _, k, r in b.log.dispatches] == [7]

@@ -139,7 +139,9 @@ def test_gpufe_build_all_builds_what_the_examples_and_scenarios_use(fake_compile
             for p in examples.glob("*.json")} <= set(used)
     assert 8 in used and 1 in used and 32 in used
     assert cli.main(["build", "--all"]) == 0
-    assert sorted(fake_compiler) == [mc for mc in used if mc != 8]
+    # and the models of the scenarios with several processes (procs: 2 x (8 + 2) channels)
+    assert cli.process_channels_used(load("h200")) == [20]
+    assert sorted(fake_compiler) == sorted([mc for mc in used if mc != 8] + [20 - 2])
 
 
 def test_gpufe_build_refuses_bad_values(capsys):

@@ -125,10 +125,13 @@ def test_the_co_simulation_keeps_no_per_launch_tables(params):
     for name in ("launches", "copy_jobs", "graph_launches", "jobs"):
         assert not hasattr(sim, name)
     assert sim.descriptors.in_use == 1
-    # its only containers: counters, the DMA response's field offsets, and the push-buffer
-    # segments the GPU has still to read (none at the end)
+    # its only containers: counters, the DMA response's field offsets, the push-buffer
+    # segments the GPU has still to read (none at the end), the CPU threads, their barriers
+    # and the KMD's channel table (per thread, barrier and channel, not per launch)
     tables = {k for k, v in vars(sim).items() if isinstance(v, (dict, list, set, tuple))}
-    assert tables <= {"stats", "_resp_offsets", "segment_ends"} and not sim.segment_ends
+    assert tables <= {"stats", "_resp_offsets", "segment_ends", "_threads", "barriers",
+                      "channel_tsg"} and not sim.segment_ends
+    assert len(sim._threads) == 1 and len(sim.channel_tsg) <= len(rt.umd.channels)
     recs = rt.records
     work = [r for r in recs if r["kind"] in ("kernel", "memcpy")]
     assert len(work) == 2 + 3 + 4 * 2
