@@ -316,23 +316,15 @@ def cmd_build(args):
     values = sorted(values) or [params.max_connections]
     for mc in values:                   # every one checked before anything is built
         check_config(params, mc, args.params)
-    for mc in values:
-        what = (f"max_connections {mc} ({params.frontend_config(mc).channels} channels, "
-                f"params {params.name})")
+    builds = [(f"max_connections {mc} ({params.frontend_config(mc).channels} channels, "
+               f"params {params.name})", {"max_connections": mc}) for mc in values]
+    builds += [(f"several processes ({channels} channels, params {params.name})",
+                {"channels": channels})
+               for channels in (process_channels_used(params) if args.all else ())]
+    for what, config in builds:
         t0 = time.monotonic()
         try:
-            lib, cached = build_for(params, mc, log=lambda m: print(m, file=sys.stderr))
-        except BackendUnavailable as e:
-            print(f"gpufe build: {what}: {e}", file=sys.stderr)
-            return 1
-        print(f"gpufe build: {what}: " + (f"cached, {lib}" if cached else
-                                          f"built in {time.monotonic() - t0:.0f} s, {lib}"))
-    for channels in (process_channels_used(params) if args.all else ()):
-        what = f"several processes ({channels} channels, params {params.name})"
-        t0 = time.monotonic()
-        try:
-            lib, cached = build_for(params, channels=channels,
-                                    log=lambda m: print(m, file=sys.stderr))
+            lib, cached = build_for(params, log=lambda m: print(m, file=sys.stderr), **config)
         except BackendUnavailable as e:
             print(f"gpufe build: {what}: {e}", file=sys.stderr)
             return 1

@@ -23,6 +23,14 @@ def put_graph(b, deps, block_ns=100):
     return table
 
 
+def assert_graph_fault_on_channel_0_only(b):
+    """Channel 0 is in ERROR with the GRAPH cause; channel 1's kernel 7 ran all the same."""
+    word = b.mmio_read(mmio_channel(0, ChannelReg.STATE))
+    assert (ChannelState(word & 0xF), ErrorCause(word >> 4)) == (ChannelState.ERROR,
+                                                                 ErrorCause.GRAPH)
+    assert [r["kernel_id"] for _, k, r in b.log.dispatches] == [7]
+
+
 def graph_launch(pb, table, nodes):
     return pb.incr(Method.GRAPH_TABLE_LO, table & 0xFFFFFFFF, table >> 32) \
              .immd(Method.GRAPH_LAUNCH, nodes)
@@ -72,10 +80,7 @@ def test_graph_too_large_faults_its_channel_only():
     b.submit(0, graph_launch(PushBuffer(), HOST_MEMORY_BASE, SMALL.graph_nodes_max + 1))
     b.submit(1, PushBuffer().launch(b.put_descriptor(launch_descriptor(kernel_id=7))))
     b.run_until_idle()
-    word = b.mmio_read(mmio_channel(0, ChannelReg.STATE))
-    assert (ChannelState(word & 0xF), ErrorCause(word >> 4)) == (ChannelState.ERROR,
-                                                                 ErrorCause.GRAPH)
-    assert [r["kernel_id"] for _, k, r in b.log.dispatches] == [7]
+    assert_graph_fault_on_channel_0_only(b)
 
 
 def test_successors_past_the_edge_memory_fault_whichever_node_has_them():
@@ -92,7 +97,4 @@ def test_successors_past_the_edge_memory_fault_whichever_node_has_them():
     b.submit(0, graph_launch(PushBuffer(), table, 2))
     b.submit(1, PushBuffer().launch(b.put_descriptor(launch_descriptor(kernel_id=7))))
     b.run_until_idle()
-    word = b.mmio_read(mmio_channel(0, ChannelReg.STATE))
-    assert (ChannelState(word & 0xF), ErrorCause(word >> 4)) == (ChannelState.ERROR,
-                                                                 ErrorCause.GRAPH)
-    assert [r["kernel_id"] for _, k, r in b.log.dispatches] == [7]
+    assert_graph_fault_on_channel_0_only(b)

@@ -47,8 +47,6 @@ def test_one_process_workload_loads(name):
     assert w["name"] == name
 
 
-@pytest.mark.xfail(strict=False, reason="the processes workload format (issue 16) is not in "
-                                        "the runtime yet")
 @pytest.mark.parametrize("name", PROCS_MANY)
 def test_processes_workload_loads(name):
     w = load_workload(scenario_paths(name)[0])
