@@ -46,6 +46,14 @@ class Progress:
             sys.stderr.flush()
 
 
+def timeline_header(workload, params, mc, profiler, **extra):
+    """The model timeline's header record (``extra``: fields before its ``params``)."""
+    return {"kind": "meta", "what": "header", "t": 0, "scenario": workload["name"],
+            "device": params.device, "sms": params.sms, "driver": "gpufe",
+            "runtime": "gpufe", "max_connections": mc, **extra,
+            "params": {"params": params.name, "profiler": profiler}, "model": True}
+
+
 def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
              progress=False, backend="pysim", profiler="off", bounded=False, timeline=None):
     """Run ``workload``; the result holds its timeline (``records``).
@@ -63,10 +71,7 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
                                    bounded=bounded, timeline=timeline)
     sim = CoSim(params, mc, vcd=vcd, jumps=jumps, backend=backend, profiler=profiler)
     rt = Runtime(sim)
-    header = {"kind": "meta", "what": "header", "t": 0, "scenario": workload["name"],
-              "device": params.device, "sms": params.sms, "driver": "gpufe",
-              "runtime": "gpufe", "max_connections": mc,
-              "params": {"params": params.name, "profiler": profiler}, "model": True}
+    header = timeline_header(workload, params, mc, profiler)
     with contextlib.ExitStack() as stack:
         digest, stream = None, None
         if bounded:
@@ -144,12 +149,9 @@ def _simulate_processes(workload, params, mc, *, vcd, jumps, progress, backend, 
         base += m + 2
     activity = _ProcessActivity(runtimes)
     sim.activity = activity
-    header = {"kind": "meta", "what": "header", "t": 0, "scenario": workload["name"],
-              "device": params.device, "sms": params.sms, "driver": "gpufe",
-              "runtime": "gpufe", "max_connections": mc,
-              "processes": [{"name": p["name"], "max_connections": m}
-                            for p, m in zip(procs, mcs)],
-              "params": {"params": params.name, "profiler": profiler}, "model": True}
+    header = timeline_header(workload, params, mc, profiler,
+                             processes=[{"name": p["name"], "max_connections": m}
+                                        for p, m in zip(procs, mcs)])
     bar = Progress(sum(count_ops(p["program"]) for p in procs), progress)
     for p, rt in zip(procs, runtimes):
         sim.start_cpu(run_program(p["program"], rt, bar))
