@@ -81,8 +81,8 @@ class PriorityRoundRobin(wiring.Component):
         else:
             top = self.requests
 
-        above = Signal(n)
-        m.d.comb += above.eq(Cat(Const(i, self._idx_bits) > last for i in range(n)))
+        above = Signal(n)       # the requesters after the last one served: a shifted constant
+        m.d.comb += above.eq((Const((1 << n) - 1, n) << (last + 1))[:n])
         after = Signal(n)
         m.d.comb += after.eq(top & above)
 

@@ -7,6 +7,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .arbiter import PriorityRoundRobin
+from .bits import BitVector
 from .config import FrontEndConfig
 from .fetcher import fault_layout
 from .layouts import (SecOp, MethodHeader, Method, Subchannel, SemOp, SemExecute, Reduction,
@@ -36,30 +37,27 @@ HOST_METHODS = (Method.NOP, Method.NON_STALL_INTERRUPT, Method.SEM_ADDR_LO, Meth
 
 
 class CommandProcessor(wiring.Component):
-    """Command processor: its PBDMA picks a channel and decodes its methods; it dispatches work.
+    """Command processor: decodes the methods the PBDMAs hold and dispatches work.
 
-    Arbitration: among the channels the runlist scheduler serves (``eligible``) that have
-    decodable work (data in the FIFO, or a method waiting to be replayed) and are not parked,
-    blocked or in error, the highest priority level wins, round robin within a level.
+    Arbitration: among the PBDMAs in RUN (``running``: a channel resident, see
+    :class:`~gpufe.rtl.pbdma.PbdmaUnits`) whose channel has decodable work (data in the FIFO
+    partition, or a method word to replay) and is not parked, blocked or in error, the highest
+    priority level wins, round robin within a level.
 
-    The PBDMA stays on its channel while the channel has work: after a dispatch it goes on
-    with the channel's next method. It moves to another channel when the channel runs out of
-    work, when an acquire fails (the channel is parked), when the channel is no longer served,
-    after a dispatch when a channel of greater priority waits, or, with a channel timeslice set
-    (``ch_timeslice`` ns, 0: none), after a dispatch once the channel has held it that long
-    while another channel waits.
-
-    When the channel's acquire fails while another served channel has work (ready, or itself
-    waiting on an acquire), the PBDMA switches the channel out at once (SAVE) instead of
-    waiting for the next one to become ready; a channel that wakes then costs only its LOAD.
+    The CP stays on a PBDMA while its channel has work: after a dispatch it goes on with the
+    channel's next method. It moves to another when the channel runs out of work, when an
+    acquire fails (the channel is parked), when the PBDMA stops running (its channel is being
+    switched out), or after a dispatch when a PBDMA of greater priority waits, or, with a
+    channel timeslice set (``ch_timeslice`` ns, 0: none), once the channel has held the CP
+    that long while another PBDMA waits.
 
     Per-channel decode state (method address, remaining count, mode, subchannel, semaphore
     address and payload, launch descriptor and copy registers, dispatch sequence number) lives
-    in a context memory (:func:`context_layout`), RAMFC-like; a method may span any number of
-    switches. A switch writes the current context back (SAVE: ``ctx_save`` ns) and reads the
-    next one (LOAD: ``ctx_load`` ns): these are the costs that limit how many channels'
-    dependent launches the front end resolves per microsecond. The waits are deadlines on
-    ``now`` (``wake_at``), during which the CP is quiescent.
+    in a context memory indexed by channel (:func:`context_layout`), RAMFC-like; the CP holds
+    the context of the channel it decodes and writes it back when it moves to another PBDMA or
+    when that PBDMA's channel is switched out (``holding``), so a method may span any number of
+    switches. The time a context switch costs is the PBDMAs' (their load and save); moving the
+    CP between resident channels costs two cycles.
 
     A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
     graph walker like work to an engine; the graph's completion counts as its completion.
@@ -70,44 +68,46 @@ class CommandProcessor(wiring.Component):
     write 1 clears it.
 
     Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
-    FIFO read returns); a channel switch costs ``ctx_save + ctx_load`` ns and two cycles (one
-    with nothing loaded to save: ``ctx_load`` ns and a cycle). A dispatch holds the CP until
-    the engine takes the record, which is offered the cycle after its method executes; a kernel
-    launch then holds it ``launch_hold`` ns more (CUPTI's per-launch work). WFI holds the whole CP
-    (every channel) until all dispatched work has completed.
+    FIFO read returns); moving to another PBDMA takes two cycles (write back and read the
+    contexts, then load). A dispatch holds the CP until the engine takes the record, which is
+    offered the cycle after its method executes; a kernel launch then holds it ``launch_hold``
+    ns more (CUPTI's per-launch work), a deadline on ``now`` (``wake_at``). WFI holds the whole
+    CP (every channel) until all dispatched work has completed.
 
     Parameters
     ----------
     cfg : FrontEndConfig
-        Sizes: ``channels``, ``priority_levels`` (at least 1), ``seq_bits``, and the syncpoint
+        Sizes: ``channels``, ``pbdmas``, ``priority_levels`` (at least 1), ``seq_bits``, and the syncpoint
         window (``syncpoints``, ``syncpoint_base``) that acquires and reductions must address.
 
     Attributes
     ----------
-    read_channel : Out(cfg.chan_bits)
-        The channel being decoded, whose FIFO partition is read.
+    read_pbdma : Out(cfg.pbdma_bits)
+        The PBDMA being decoded, whose FIFO partition is read.
     read_pop : Out(1)
-        Pop a dword of ``read_channel``.
+        Pop a dword of ``read_pbdma``.
     read_data : In(32)
         The dword popped, a cycle after the pop.
-    nonempty : In(cfg.channels)
-        Channels with data in the FIFO.
-    eligible : In(cfg.channels)
-        Channels the runlist scheduler serves now (the active TSG's).
-    ctx_save, ctx_load : In(16)
-        ns to save and to load a channel's context at a switch.
+    nonempty : In(cfg.pbdmas)
+        PBDMAs with data in the FIFO.
+    running : In(cfg.pbdmas)
+        PBDMAs whose channel may be decoded (resident, not being switched out).
+    pbdma_channel : In(data.ArrayLayout(cfg.chan_bits, cfg.pbdmas))
+        The channel on each PBDMA.
+    priority : In(data.ArrayLayout(cfg.prio_bits, cfg.pbdmas))
+        Priority of each PBDMA's channel, greater first.
+    holding : Out(cfg.pbdmas)
+        The PBDMA whose channel's context the CP holds (not yet written back).
     ch_timeslice : In(16)
-        ns a channel may keep the PBDMA while another waits (0: no limit).
+        ns a channel may keep the CP while another PBDMA's waits (0: no limit).
     launch_hold : In(16)
-        ns the PBDMA spends after each kernel launch it dispatches.
+        ns the CP spends after each kernel launch it dispatches.
     now : In(64)
-        The current time in ns: the PBDMA's waits are deadlines on it.
+        The current time in ns: the launch hold is a deadline on it.
     wake_at : Out(64)
-        The deadline the PBDMA waits for (all ones when it waits for none).
-    has_work : Out(cfg.channels)
-        Channels with something to decode (FIFO data or a method to replay), not in error.
-    priority : In(data.ArrayLayout(cfg.prio_bits, cfg.channels))
-        Priority of each channel, greater first.
+        The deadline the CP waits for (all ones when it waits for none).
+    replay : Out(cfg.channels)
+        Channels with a method word to execute again (a release that found its slot busy).
     release : Out(stream.Signature(release_layout(cfg)))
         Valid for the cycle a semaphore release executes: to a syncpoint counter or to host
         memory, with the channel's dispatch sequence number. Posted only while the channel's
@@ -121,6 +121,8 @@ class CommandProcessor(wiring.Component):
         Channels parked on an unmet acquire: not decoded until woken.
     release_busy : In(cfg.channels)
         Channels whose release slot is taken: a further release waits (the channel is blocked).
+    release_full : In(1)
+        The release pool is full: every channel's next release waits.
     release_stall : In(cfg.channels)
         Channels held by a timestamp release being written: not decoded.
     all_complete : In(1)
@@ -135,7 +137,8 @@ class CommandProcessor(wiring.Component):
     graph : Out(stream.Signature(graph_launch_layout(cfg)))
         Graph launches, to the graph walker. Held until taken.
     fault : In(stream.Signature(fault_layout(cfg)))
-        Faults found by the fetcher: the channel goes to ERROR with the cause. Always ready.
+        Faults found by the fetcher (on a PBDMA's channel): the channel goes to ERROR with the
+        cause. Always ready.
     graph_fault : In(stream.Signature(fault_layout(cfg)))
         Faults found by the graph walker, likewise. Always ready.
     clear_error : In(stream.Signature(cfg.chan_bits))
@@ -156,7 +159,7 @@ class CommandProcessor(wiring.Component):
     state : Out(CPState)
         State of the CP's FSM.
     channel : Out(cfg.chan_bits)
-        The channel being decoded.
+        The channel being decoded (whose context the CP holds).
     quiescent : Out(1)
         Nothing to arbitrate for, or waiting in WFI for completions: only an input can change
         anything.
@@ -172,24 +175,25 @@ class CommandProcessor(wiring.Component):
         self.cfg = cfg
         n, cb = cfg.channels, cfg.chan_bits
         super().__init__({
-            "read_channel": Out(cb),
+            "read_pbdma": Out(cfg.pbdma_bits),
             "read_pop": Out(1),
             "read_data": In(32),
-            "nonempty": In(n),
-            "eligible": In(n),
-            "ctx_save": In(16),
-            "ctx_load": In(16),
+            "nonempty": In(cfg.pbdmas),
+            "running": In(cfg.pbdmas),
+            "pbdma_channel": In(data.ArrayLayout(cb, cfg.pbdmas)),
+            "priority": In(data.ArrayLayout(cfg.prio_bits, cfg.pbdmas)),
+            "holding": Out(cfg.pbdmas),
             "ch_timeslice": In(16),
             "launch_hold": In(16),
             "now": In(64),
             "wake_at": Out(64),
-            "has_work": Out(n),
-            "priority": In(data.ArrayLayout(cfg.prio_bits, n)),
+            "replay": Out(n),
             "release": Out(stream.Signature(release_layout(cfg))),
             "acquire": Out(stream.Signature(acquire_layout(cfg))),
             "acquire_met": In(1),
             "parked": In(n),
             "release_busy": In(n),
+            "release_full": In(1),
             "release_stall": In(n),
             "all_complete": In(1),
             "dispatched": Out(stream.Signature(cb)),
@@ -213,64 +217,85 @@ class CommandProcessor(wiring.Component):
     def elaborate(self, platform):
         cfg = self.cfg
         m = Module()
-        n = cfg.channels
+        n, r = cfg.channels, cfg.pbdmas
         ctx_layout = context_layout(cfg)
 
         m.submodules.contexts = ctx_mem = Memory(shape=ctx_layout, depth=n, init=[])
         ctx_wp = ctx_mem.write_port()
         ctx_rp = ctx_mem.read_port(transparent_for=(ctx_wp,))
 
-        m.submodules.arb = arb = PriorityRoundRobin(n, cfg.priority_levels)
+        m.submodules.arb = arb = PriorityRoundRobin(r, cfg.priority_levels)
 
-        # the PBDMA: its state and the channel whose context it holds (named for waveforms)
-        state = Signal(CPState, name="pbdma_state")
-        chan = Signal(cfg.chan_bits, name="pbdma_channel")
+        # which PBDMA the CP decodes and whose context it holds (named for waveforms)
+        state = Signal(CPState, name="cp_state")
+        slot = Signal(cfg.pbdma_bits, name="cp_pbdma")
+        chan = Signal(cfg.chan_bits, name="cp_channel")
         ctx = Signal(ctx_layout)
-        loaded = Signal()           # ctx holds chan's live context (to be saved on a switch)
+        loaded = Signal()           # ctx holds chan's live context (to be written back)
         replay = Signal(n)          # channel has a method word to execute again
         fresh = Signal(n)           # channel's stored context is stale (after an error clear)
         err = Signal(n)
-        cause = Array(Signal(ErrorCause, name=f"cause{i}") for i in range(n))
         intr = Signal(2)            # bit0 channel error, bit1 non-stall interrupt
         from_replay = Signal()
+        err_bits, replay_bits = BitVector(m, err), BitVector(m, replay)
+        fresh_bits = BitVector(m, fresh, set_wins=True)
+
+        # the error causes, a memory: written by a fault of each source and by a clear
+        m.submodules.causes = cause_mem = Memory(shape=ErrorCause, depth=n, init=[])
+        cause_fault, cause_graph, cause_fail, cause_clear = (cause_mem.write_port()
+                                                             for _ in range(4))
+        cause_rp = cause_mem.read_port(domain="comb")
 
         m.d.comb += [self.state.eq(state), self.channel.eq(chan), self.error_mask.eq(err),
                      self.interrupt_status.eq(intr), self.interrupt.eq(intr.any()),
-                     self.read_channel.eq(chan)]
+                     self.read_pbdma.eq(slot), self.replay.eq(replay),
+                     self.holding.eq(Mux(loaded, (Const(1, r) << slot)[:r], 0))]
 
-        # -- channel states (named per channel so that waveforms show them) --
-        blocked = Signal(n)
-        m.d.comb += blocked.eq(replay & self.release_busy)
-        runnable = Signal(n)
-        for i in range(n):
-            st = Signal(ChannelState, name=f"ch{i}_state")
-            with m.If(err[i]):
-                m.d.comb += st.eq(ChannelState.ERROR)
-            with m.Elif(self.parked[i]):
-                m.d.comb += st.eq(ChannelState.PARKED)
-            with m.Elif(blocked[i] | self.release_stall[i]):
-                m.d.comb += st.eq(ChannelState.BLOCKED)
-            with m.Elif(self.nonempty[i] | replay[i]):
-                m.d.comb += st.eq(ChannelState.READY)
-            with m.Else():
-                m.d.comb += st.eq(ChannelState.IDLE)
-            m.d.comb += runnable[i].eq((st == ChannelState.READY) & self.eligible[i])
-            with m.If(self.query_channel == i):
-                m.d.comb += self.query_state.eq(st.as_value() | (cause[i].as_value() << 4))
-        m.d.comb += [arb.requests.eq(runnable), arb.priority.eq(self.priority),
-                     self.has_work.eq((self.nonempty | replay) & ~err)]
+        # -- the PBDMAs' channels, as the arbiter sees them --
+        def of(bits, c):
+            return bits.bit_select(c, 1)
+
+        rel_busy = self.release_busy | Mux(self.release_full, (1 << n) - 1, 0)
+        blocked = replay & rel_busy
+        runnable = Signal(r)
+        for i in range(r):
+            c = self.pbdma_channel[i]
+            m.d.comb += runnable[i].eq(self.running[i] & (self.nonempty[i] | of(replay, c))
+                                       & ~of(self.parked, c) & ~of(blocked, c)
+                                       & ~of(self.release_stall, c) & ~of(err, c))
+        m.d.comb += [arb.requests.eq(runnable), arb.priority.eq(self.priority)]
+
+        # -- the state word of the channel MMIO reads --
+        q = self.query_channel
+        q_ready = of(replay, q) | Cat(self.running[i] & self.nonempty[i]
+                                      & (self.pbdma_channel[i] == q) for i in range(r)).any()
+        q_state = Signal(ChannelState)
+        with m.If(of(err, q)):
+            m.d.comb += q_state.eq(ChannelState.ERROR)
+        with m.Elif(of(self.parked, q)):
+            m.d.comb += q_state.eq(ChannelState.PARKED)
+        with m.Elif(of(blocked, q) | of(self.release_stall, q)):
+            m.d.comb += q_state.eq(ChannelState.BLOCKED)
+        with m.Elif(q_ready):
+            m.d.comb += q_state.eq(ChannelState.READY)
+        with m.Else():
+            m.d.comb += q_state.eq(ChannelState.IDLE)
+        m.d.comb += [cause_rp.addr.eq(q),
+                     self.query_state.eq(q_state.as_value() | (cause_rp.data.as_value() << 4))]
 
         # -- errors --
-        def raise_error(c, why):
-            m.d.sync += [err.bit_select(c, 1).eq(1), cause[c].eq(why), intr[0].eq(1)]
+        def raise_error(c, why, port):
+            m.d.comb += [port.addr.eq(c), port.data.eq(why), port.en.eq(1)]
+            err_bits.set(c)
+            m.d.sync += intr[0].eq(1)
 
         m.d.comb += [self.fault.ready.eq(1), self.graph_fault.ready.eq(1),
                      self.clear_error.ready.eq(1)]
         with m.If(self.clear_interrupt.any()):
             m.d.sync += intr.eq(intr & ~self.clear_interrupt)
-        for f in (self.fault, self.graph_fault):
+        for f, port in ((self.fault, cause_fault), (self.graph_fault, cause_graph)):
             with m.If(f.valid & ~err.bit_select(f.payload.channel, 1)):
-                raise_error(f.payload.channel, f.payload.cause)
+                raise_error(f.payload.channel, f.payload.cause, port)
 
         # -- the word being executed --
         word = Signal(32)
@@ -319,8 +344,9 @@ class CommandProcessor(wiring.Component):
                         m.d.sync += [ctx.method.eq(ctx.method + 1), ctx.mode.eq(SecOp.NON_INC)]
 
         def fail(why):
-            raise_error(chan, why)
-            m.d.sync += [loaded.eq(0), replay.bit_select(chan, 1).eq(0)]
+            raise_error(chan, why, cause_fail)
+            m.d.sync += loaded.eq(0)
+            replay_bits.clear(chan)
             leave()
 
         def execute_method():
@@ -374,10 +400,10 @@ class CommandProcessor(wiring.Component):
                             m.d.comb += [acq.valid.eq(1), done.eq(1)]
                             with m.If(~self.acquire_met):
                                 m.d.comb += go_on.eq(0)      # parked from the next cycle
-                        with m.Elif(self.release_busy.bit_select(chan, 1)):
+                        with m.Elif(rel_busy.bit_select(chan, 1)):
                             # the channel's release slot is taken: try this word again later
-                            m.d.sync += [ctx.replay_data.eq(word),
-                                         replay.bit_select(chan, 1).eq(1)]
+                            m.d.sync += ctx.replay_data.eq(word)
+                            replay_bits.set(chan)
                             m.d.comb += go_on.eq(0)
                         with m.Else():
                             m.d.comb += [rel.valid.eq(1), done.eq(1)]
@@ -430,7 +456,7 @@ class CommandProcessor(wiring.Component):
                 with m.If(done):
                     advance_method()
                 with m.If(from_replay & done):
-                    m.d.sync += replay.bit_select(chan, 1).eq(0)
+                    replay_bits.clear(chan)
                 dispatching = ((maddr == Method.SEND_SIGNALING_PCAS2_B)
                                | (maddr == Method.LAUNCH_DMA) | (maddr == Method.GRAPH_LAUNCH))
                 with m.If(dispatching):
@@ -443,84 +469,67 @@ class CommandProcessor(wiring.Component):
                     leave()
 
         # -- the FSM --
-        next_chan = Signal(cfg.chan_bits, name="pbdma_next_channel")   # being switched to
-        # deadlines on `now`, not counters: nothing changes while the PBDMA waits, so the
-        # simulators may jump to them (``wake_at``)
-        wait_until = Signal(64, name="pbdma_wait_until")   # end of SAVE, LOAD or HOLD
-        slice_end = Signal(64, name="pbdma_slice_end")     # end of the channel timeslice
+        next_slot = Signal(cfg.pbdma_bits)
+        next_chan = Signal(cfg.chan_bits)
+        # the launch hold is a deadline on `now`, not a counter: nothing changes while the CP
+        # waits, so the simulators may jump to it (``wake_at``)
+        wait_until = Signal(64, name="cp_wait_until")
         waiting = Signal()
-        m.d.comb += waiting.eq(((state == CPState.SAVE) | (state == CPState.LOAD)
-                                | (state == CPState.HOLD)) & (self.now < wait_until))
+        m.d.comb += waiting.eq((state == CPState.HOLD) & (self.now < wait_until))
         waited = ~waiting
         m.d.comb += self.wake_at.eq(Mux(waiting, wait_until, (1 << 64) - 1))
-        not_me = ~(Const(1, n) << chan)[:n]
-        others_waiting = (runnable & not_me).any()
-        # another served channel has work (ready, or waiting on an acquire of its own)
-        others_busy = ((self.nonempty | replay | self.parked) & self.eligible & ~err
-                       & not_me).any()
-        evict = Signal()        # the PBDMA writes its parked channel's context back now
-        evicting = Signal()
-        m.d.comb += evict.eq(loaded & self.parked.bit_select(chan, 1) & others_busy)
 
         cur_prio = Signal(cfg.prio_bits)
-        m.d.comb += cur_prio.eq(self.priority[chan])
+        m.d.comb += cur_prio.eq(self.priority[slot])
         higher_waiting = arb.valid & (self.priority[arb.grant] > cur_prio)
+        others_waiting = (runnable & ~(Const(1, r) << slot)[:r]).any()
+        slice_end = Signal(64, name="cp_slice_end")
 
         def go_on_or_yield():
-            """After a dispatch: the next method of the channel, unless a channel of greater
-            priority waits, or its timeslice is over while another channel waits."""
+            """After a dispatch: the next method of the channel, unless a PBDMA of greater
+            priority waits, or its timeslice is over while another waits."""
             with m.If(higher_waiting
                       | ((self.ch_timeslice != 0) & (self.now >= slice_end) & others_waiting)):
                 leave()
             with m.Else():
                 m.d.sync += state.eq(CPState.FETCH)
 
+        release_slot = loaded & ~self.running.bit_select(slot, 1)
         m.d.comb += [ctx_wp.addr.eq(chan), ctx_wp.data.eq(ctx),
-                     ctx_rp.addr.eq(Mux(state == CPState.ARBITRATE, arb.grant, next_chan))]
+                     ctx_rp.addr.eq(self.pbdma_channel[arb.grant])]
         with m.Switch(state):
             with m.Case(CPState.ARBITRATE):
-                with m.If(arb.valid):
-                    m.d.comb += arb.advance.eq(1)
-                    with m.If(loaded & (arb.grant == chan)):
-                        m.d.sync += state.eq(CPState.FETCH)
-                    with m.Elif(loaded):
-                        # write the current context back, then read the next one
-                        m.d.comb += ctx_wp.en.eq(1)
-                        m.d.sync += [next_chan.eq(arb.grant), state.eq(CPState.SAVE),
-                                     wait_until.eq(self.now + self.ctx_save)]
-                    with m.Else():
-                        m.d.sync += [next_chan.eq(arb.grant), state.eq(CPState.LOAD),
-                                     wait_until.eq(self.now + self.ctx_load)]
-                with m.Elif(evict):
-                    # its acquire failed and others have work: switch it out at once, so
-                    # that a channel waking next pays only the load
+                with m.If(release_slot):
+                    # the PBDMA is switching its channel out: write the context back first
                     m.d.comb += ctx_wp.en.eq(1)
-                    m.d.sync += [state.eq(CPState.SAVE), wait_until.eq(self.now + self.ctx_save),
-                                 evicting.eq(1)]
-            with m.Case(CPState.SAVE):
-                with m.If(waited & evicting):
-                    m.d.sync += [state.eq(CPState.ARBITRATE), loaded.eq(0), evicting.eq(0)]
-                with m.Elif(waited):
-                    m.d.sync += [state.eq(CPState.LOAD), wait_until.eq(self.now + self.ctx_load)]
-            with m.Case(CPState.LOAD):
-                with m.If(waited):
-                    m.d.sync += [chan.eq(next_chan), loaded.eq(1), state.eq(CPState.FETCH),
-                                 fresh.bit_select(next_chan, 1).eq(0),
-                                 slice_end.eq(self.now + self.ch_timeslice)]
-                    with m.If(fresh.bit_select(next_chan, 1)):
-                        m.d.sync += ctx.eq(0)
+                    m.d.sync += loaded.eq(0)
+                with m.Elif(arb.valid):
+                    m.d.comb += arb.advance.eq(1)
+                    with m.If(loaded & (arb.grant == slot)):
+                        m.d.sync += state.eq(CPState.FETCH)
                     with m.Else():
-                        m.d.sync += ctx.eq(ctx_rp.data)
+                        # write the context held back, read the next one
+                        m.d.comb += ctx_wp.en.eq(loaded)
+                        m.d.sync += [next_slot.eq(arb.grant),
+                                     next_chan.eq(self.pbdma_channel[arb.grant]),
+                                     state.eq(CPState.LOAD)]
+            with m.Case(CPState.LOAD):
+                m.d.sync += [slot.eq(next_slot), chan.eq(next_chan), loaded.eq(1),
+                             state.eq(CPState.FETCH), slice_end.eq(self.now + self.ch_timeslice)]
+                fresh_bits.clear(next_chan)
+                with m.If(fresh.bit_select(next_chan, 1)):
+                    m.d.sync += ctx.eq(0)
+                with m.Else():
+                    m.d.sync += ctx.eq(ctx_rp.data)
             with m.Case(CPState.FETCH):
                 with m.If(err.bit_select(chan, 1) | self.parked.bit_select(chan, 1)
-                          | ~self.eligible.bit_select(chan, 1)
+                          | ~self.running.bit_select(slot, 1)
                           | self.release_stall.bit_select(chan, 1)
-                          | (replay.bit_select(chan, 1)
-                             & self.release_busy.bit_select(chan, 1))):
+                          | blocked.bit_select(chan, 1)):
                     leave()
                 with m.Elif(replay.bit_select(chan, 1)):
                     m.d.sync += [from_replay.eq(1), state.eq(CPState.EXECUTE)]
-                with m.Elif(self.nonempty.bit_select(chan, 1)):
+                with m.Elif(self.nonempty.bit_select(slot, 1)):
                     m.d.comb += self.read_pop.eq(1)
                     m.d.sync += [from_replay.eq(0), state.eq(CPState.EXECUTE)]
                 with m.Else():
@@ -543,7 +552,7 @@ class CommandProcessor(wiring.Component):
                                          ctx.subchannel.eq(hdr.subchannel),
                                          state.eq(CPState.FETCH)]
                             with m.If(from_replay):
-                                m.d.sync += replay.bit_select(chan, 1).eq(0)
+                                replay_bits.clear(chan)
                     with m.Else():
                         fail(ErrorCause.ILLEGAL_HEADER)
                 with m.Else():
@@ -574,12 +583,18 @@ class CommandProcessor(wiring.Component):
         # clearing an error: forget the channel's stale context and pending replay
         with m.If(self.clear_error.valid):
             c = self.clear_error.payload
-            m.d.sync += [err.bit_select(c, 1).eq(0), cause[c].eq(ErrorCause.NONE),
-                         fresh.bit_select(c, 1).eq(1), replay.bit_select(c, 1).eq(0)]
+            m.d.comb += [cause_clear.addr.eq(c), cause_clear.data.eq(ErrorCause.NONE),
+                         cause_clear.en.eq(1)]
+            err_bits.clear(c)
+            fresh_bits.set(c)
+            replay_bits.clear(c)
             with m.If(c == chan):
                 m.d.sync += loaded.eq(0)
+        for bits in (err_bits, replay_bits, fresh_bits):
+            bits.commit()
 
-        m.d.comb += self.quiescent.eq(((state == CPState.ARBITRATE) & ~arb.valid & ~evict)
+        m.d.comb += self.quiescent.eq(((state == CPState.ARBITRATE) & ~arb.valid
+                                       & ~release_slot)
                                       | waiting
                                       | ((state == CPState.WFI) & ~self.all_complete))
         return m

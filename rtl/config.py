@@ -25,8 +25,16 @@ class FrontEndConfig:
     """Every size of the front end; ``__post_init__`` rejects sizes it cannot be built
     with. Defaults: the front end on its own (see the module's docstring)."""
 
-    #: Number of hardware channels (doorbells, FIFO partitions, CP contexts).
-    channels: int = 32
+    #: Number of hardware channels: doorbells and channel contexts, in SRAM (a size of the
+    #: chip, not a driver setting: the KMD allocates channels from them).
+    channels: int = 128
+    #: PBDMA units: channels resident at once, each with its fetch state, its FIFO partition
+    #: and its decode context loaded.
+    pbdmas: int = 1
+    #: GPFIFO entries a PBDMA holds fetched and not yet decoded (its segment queue).
+    pbdma_segments: int = 8
+    #: Semaphore releases waiting to fire, at most (a pool shared by the channels).
+    release_slots: int = 8
     #: Words (32-bit dwords) of the shared FIFO SRAM.
     fifo_depth: int = 1024
     #: Allocation granule of the FIFO SRAM in dwords: partitions are runs of slots.
@@ -63,9 +71,12 @@ class FrontEndConfig:
         need(self.fifo_depth & (self.fifo_depth - 1) == 0, "fifo_depth must be a power of two")
         need(self.slot_words & (self.slot_words - 1) == 0, "slot_words must be a power of two")
         need(self.fifo_depth % self.slot_words == 0, "fifo_depth must be a multiple of slot_words")
-        need(self.n_slots >= self.channels,
-             "fifo_depth / slot_words must be at least channels (one slot is guaranteed "
-             "to every active channel)")
+        need(1 <= self.pbdmas <= 16, "pbdmas must be 1..16")
+        need(self.pbdma_segments >= 1, "pbdma_segments must be at least 1")
+        need(self.release_slots >= 1, "release_slots must be at least 1")
+        need(self.n_slots >= self.pbdmas,
+             "fifo_depth / slot_words must be at least pbdmas (one slot is guaranteed "
+             "to every PBDMA)")
         need(self.dma_burst >= 2, "dma_burst must be at least 2 (one GPFIFO entry)")
         need(self.dma_burst <= self.slot_words * self.n_slots, "dma_burst larger than the FIFO")
         need(self.syncpoint_base % (4 * (1 << bits_for(self.syncpoints))) == 0,
@@ -82,6 +93,10 @@ class FrontEndConfig:
     @property
     def chan_bits(self):
         return bits_for(self.channels)
+
+    @property
+    def pbdma_bits(self):
+        return bits_for(self.pbdmas)
 
     @property
     def fifo_addr_bits(self):
@@ -114,8 +129,8 @@ class FrontEndConfig:
 
     @property
     def tag_bits(self):
-        # DMA read tags: the channel for the fetcher, the top bit for the graph walker
-        return self.chan_bits + 1
+        # DMA read tags: the PBDMA for the fetcher, the top bit for the graph walker
+        return self.pbdma_bits + 1
 
     @property
     def node_bits(self):
@@ -138,6 +153,6 @@ class FrontEndConfig:
 
 
 #: Small sizes that keep Amaranth's Python simulator quick in unit tests.
-SMALL = FrontEndConfig(channels=4, fifo_depth=64, slot_words=8, gp_entries_log2_max=4,
+SMALL = FrontEndConfig(channels=8, pbdmas=2, pbdma_segments=4, release_slots=4, fifo_depth=64, slot_words=8, gp_entries_log2_max=4,
                        syncpoints=8, dma_burst=8, seq_bits=8, inflight_bits=6,
                        graph_nodes_max=64, graph_edges_max=128, graph_inflight_max=16)

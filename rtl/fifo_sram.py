@@ -1,4 +1,4 @@
-"""Partitioned FIFO SRAM, one memory shared by the active channels: :class:`PartitionedFifo`."""
+"""Partitioned FIFO SRAM, one memory shared by the PBDMAs: :class:`PartitionedFifo`."""
 
 from amaranth import Module, Signal, Array, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data, enum
@@ -19,7 +19,10 @@ class AllocState(enum.Enum, shape=2):
 
 
 class PartitionedFifo(wiring.Component):
-    """Partitioned FIFO SRAM: one memory of ``fifo_depth`` dwords shared by the active channels.
+    """Partitioned FIFO SRAM: one memory of ``fifo_depth`` dwords shared by the PBDMAs.
+
+    Each PBDMA (a resident channel: see :class:`~gpufe.rtl.pbdma.PbdmaUnits`) that fetches
+    gets a partition; below, "channel" means the PBDMA and the channel resident on it.
 
     The memory is cut into slots of ``slot_words`` dwords; each active channel owns a ring on a
     run of contiguous slots, described by its partition-table entry (base slot, slots, read and
@@ -51,41 +54,41 @@ class PartitionedFifo(wiring.Component):
     Parameters
     ----------
     cfg : FrontEndConfig
-        Sizes: ``channels``, ``fifo_depth``, ``slot_words``, ``dma_burst``.
+        Sizes: ``pbdmas``, ``fifo_depth``, ``slot_words``, ``dma_burst``.
 
     Attributes
     ----------
     write : In(stream.Signature(data.StructLayout))
-        ``{"channel": cfg.chan_bits, "data": 32}``: one dword into the channel's partition,
+        ``{"pbdma": cfg.pbdma_bits, "data": 32}``: one dword into the PBDMA's partition,
         into space reserved beforehand; dropped while the channel is discarded. Always ready.
     reserve : In(stream.Signature(data.StructLayout))
-        ``{"channel": cfg.chan_bits, "count": cfg.burst_bits}``: reserve ``count`` dwords of the
+        ``{"pbdma": cfg.pbdma_bits, "count": cfg.burst_bits}``: reserve ``count`` dwords of the
         channel's free space for writes to come (at most its ``free``). Always ready.
-    want : In(cfg.channels)
+    want : In(cfg.pbdmas)
         Channels that want a partition (to keep, or to get one).
-    discard : In(cfg.channels)
+    discard : In(cfg.pbdmas)
         Channels whose data is thrown away (in error): while high, the channel's writes are
         dropped, its level and read offset are reset at each clock edge, and ``nonempty`` is
         low.
-    read_channel : In(cfg.chan_bits)
+    read_pbdma : In(cfg.pbdma_bits)
         The channel read from.
     read_pop : In(1)
-        Pop the dword at the head of ``read_channel``'s partition.
+        Pop the dword at the head of ``read_pbdma``'s partition.
     read_data : Out(32)
-        The dword at the head of the partition ``read_channel`` selected in the previous cycle
+        The dword at the head of the partition ``read_pbdma`` selected in the previous cycle
         (synchronous read port): after a pop, the dword popped.
-    free : Out(data.ArrayLayout(cfg.level_bits, cfg.channels))
+    free : Out(data.ArrayLayout(cfg.level_bits, cfg.pbdmas))
         Dwords each channel can still reserve: its capacity less its level and reservations;
         0 while its partition is being resized, or while it holds more than its share.
-    nonempty : Out(cfg.channels)
+    nonempty : Out(cfg.pbdmas)
         Channels with data to pop.
-    partition_base : Out(data.ArrayLayout(cfg.slot_bits, cfg.channels))
+    partition_base : Out(data.ArrayLayout(cfg.slot_bits, cfg.pbdmas))
         First slot of each channel's partition.
-    partition_slots : Out(data.ArrayLayout(cfg.nslot_bits, cfg.channels))
+    partition_slots : Out(data.ArrayLayout(cfg.nslot_bits, cfg.pbdmas))
         Slots in each channel's partition; 0 for a channel without one.
-    level : Out(data.ArrayLayout(cfg.level_bits, cfg.channels))
+    level : Out(data.ArrayLayout(cfg.level_bits, cfg.pbdmas))
         Dwords each channel holds.
-    active_count : Out(cfg.chan_bits + 1)
+    active_count : Out(cfg.pbdma_bits + 1)
         Channels holding a partition.
     alloc_state : Out(AllocState)
         State of the allocator.
@@ -98,14 +101,14 @@ class PartitionedFifo(wiring.Component):
             raise TypeError(f"PartitionedFifo: cfg must be a FrontEndConfig, "
                             f"not {type(cfg).__name__}")
         self.cfg = cfg
-        n, cb = cfg.channels, cfg.chan_bits
+        n, cb = cfg.pbdmas, cfg.pbdma_bits
         super().__init__({
-            "write": In(stream.Signature(data.StructLayout({"channel": cb, "data": 32}))),
-            "reserve": In(stream.Signature(data.StructLayout({"channel": cb,
+            "write": In(stream.Signature(data.StructLayout({"pbdma": cb, "data": 32}))),
+            "reserve": In(stream.Signature(data.StructLayout({"pbdma": cb,
                                                                "count": cfg.burst_bits}))),
             "want": In(n),
             "discard": In(n),
-            "read_channel": In(cb),
+            "read_pbdma": In(cb),
             "read_pop": In(1),
             "read_data": Out(32),
             "free": Out(data.ArrayLayout(cfg.level_bits, n)),
@@ -113,7 +116,7 @@ class PartitionedFifo(wiring.Component):
             "partition_base": Out(data.ArrayLayout(cfg.slot_bits, n)),
             "partition_slots": Out(data.ArrayLayout(cfg.nslot_bits, n)),
             "level": Out(data.ArrayLayout(cfg.level_bits, n)),
-            "active_count": Out(cfg.chan_bits + 1),
+            "active_count": Out(cfg.pbdma_bits + 1),
             "alloc_state": Out(AllocState),
             "quiescent": Out(1),
         })
@@ -121,7 +124,7 @@ class PartitionedFifo(wiring.Component):
     def elaborate(self, platform):
         cfg = self.cfg
         m = Module()
-        n, ns, g = cfg.channels, cfg.n_slots, cfg.slot_words
+        n, ns, g = cfg.pbdmas, cfg.n_slots, cfg.slot_words
         gshift = g.bit_length() - 1
         lb, ab = cfg.level_bits, cfg.fifo_addr_bits
 
@@ -141,13 +144,13 @@ class PartitionedFifo(wiring.Component):
 
         has = Signal(n)
         m.d.comb += has.eq(Cat(slots[i] != 0 for i in range(n)))
-        n_active = Signal(cfg.chan_bits + 1)    # set bits of `has`, kept as a counter
+        n_active = Signal(cfg.pbdma_bits + 1)    # set bits of `has`, kept as a counter
         used_count = Signal(cfg.nslot_bits)     # set bits of `used`, kept as a counter
         m.d.comb += self.active_count.eq(n_active)
 
         w, r = self.write, self.reserve
         m.d.comb += [w.ready.eq(1), r.ready.eq(1)]
-        wc, rc = w.payload.channel, self.read_channel
+        wc, rc = w.payload.pbdma, self.read_pbdma
         write_keeps = w.valid & ~self.discard.bit_select(wc, 1)
 
         # Table entries of the writing and the reading channel, each looked up once.
@@ -197,8 +200,8 @@ class PartitionedFifo(wiring.Component):
         for i in range(n):
             wrote = w.valid & (wc == i)
             kept = write_keeps & (wc == i)
-            popped = self.read_pop & (self.read_channel == i)
-            reserving = r.valid & (r.payload.channel == i)
+            popped = self.read_pop & (self.read_pbdma == i)
+            reserving = r.valid & (r.payload.pbdma == i)
             m.d.sync += reserved[i].eq(reserved[i] + Mux(reserving, r.payload.count, 0) - wrote)
             with m.If(self.discard[i]):
                 m.d.sync += [level[i].eq(0), rd[i].eq(wr[i])]
@@ -229,8 +232,8 @@ class PartitionedFifo(wiring.Component):
         ]
 
         def lowest(bits, name):
-            idx = Signal(cfg.chan_bits, name=name)
-            m.d.comb += idx.eq(lowest_set(bits, cfg.chan_bits))
+            idx = Signal(cfg.pbdma_bits, name=name)
+            m.d.comb += idx.eq(lowest_set(bits, cfg.pbdma_bits))
             return idx
 
         # one candidate of each kind, and its table entry
@@ -243,7 +246,7 @@ class PartitionedFifo(wiring.Component):
 
         state = Signal(AllocState)
         m.d.comb += self.alloc_state.eq(state)
-        chan = Signal(cfg.chan_bits)            # channel being (re)allocated
+        chan = Signal(cfg.pbdma_bits)            # channel being (re)allocated
         own_base = Signal(cfg.slot_bits)        # its old run, free for the search
         own_len = Signal(cfg.nslot_bits)
         want_len = Signal(cfg.nslot_bits)

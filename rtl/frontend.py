@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 from .config import FrontEndConfig
 from .layouts import (MmioWrite, DmaWrite, dma_read_request_layout, dma_read_response_layout,
                       launch_record_layout, copy_record_layout, completion_layout,
-                      context_switch_layout)
+                      context_switch_layout, retire_layout)
 from .doorbell import DoorbellRegisterFile
 from .fetcher import DmaFetcher
 from .fifo_sram import PartitionedFifo
@@ -17,6 +17,7 @@ from .syncpoint import SyncpointUnit
 from .graph_walker import GraphWalker
 from .stream_mux import StreamMux
 from .runlist import RunlistScheduler
+from .pbdma import PbdmaUnits
 
 __all__ = ["FrontEnd"]
 
@@ -26,9 +27,12 @@ class FrontEnd(wiring.Component):
 
     ::
 
-        MMIO --> DoorbellRegisterFile --pending--> DmaFetcher <--DMA read--> host memory
-                                                       | reserve / write
-                                                       v
+        MMIO --> DoorbellRegisterFile (channel contexts) <--bind / write back--> PbdmaUnits
+                                                                            | resident channels
+                                                                            v
+                                                       host memory <--> DmaFetcher
+                                                                            | reserve / write
+                                                                            v
                             SyncpointUnit <--> CommandProcessor <-- PartitionedFifo
                                   |                    |
                            DMA write (sems)    compute / copy dispatch, completions
@@ -36,10 +40,14 @@ class FrontEnd(wiring.Component):
     A graph launch goes from the CP to the GraphWalker, which loads the graph's table over the
     same DMA read port and dispatches its nodes through the same engine ports.
 
-    The RunlistScheduler decides which context (TSG: the channels of one process) is served:
-    the CP's PBDMA decodes only that TSG's channels, and ``context`` tells the engines which
-    TSG's work runs. Its timers are deadlines on ``now``; ``wake_at`` says the next one, so a
-    harness jumping over idle time stops there.
+    The channels' contexts live in SRAM (the doorbell file's ring contexts, the CP's decode
+    contexts, the syncpoint unit's counts and parked acquires); the PbdmaUnits load a few of
+    them (``pbdmas``) at a time: only those resident channels are fetched and decoded, and
+    switching a channel in or out costs its context load and save. The RunlistScheduler
+    decides which context (TSG: the channels of one process) is served: the PBDMAs load only
+    that TSG's channels, and ``context`` tells the engines which TSG's work runs. Their timers
+    are deadlines on ``now``; ``wake_at`` says the next one, so a harness jumping over idle
+    time stops there.
 
     ``idle`` is high when no block can change state without an external input and no output is
     waiting to be taken: a harness may then jump time to its next external event. ``now`` is
@@ -66,8 +74,8 @@ class FrontEnd(wiring.Component):
     mmio_read_data : Out(32)
         The register at ``mmio_read_address``, combinationally.
     dma_read_req : Out(stream.Signature(dma_read_request_layout(cfg)))
-        Reads of host memory: GPFIFO entries and push-buffer segments (``tag`` = the channel)
-        and graph tables (``tag`` = ``1 << cfg.chan_bits``), taking turns. Held until taken.
+        Reads of host memory: GPFIFO entries and push-buffer segments (``tag`` = the PBDMA)
+        and graph tables (``tag`` = ``1 << cfg.pbdma_bits``), taking turns. Held until taken.
     dma_read_resp : In(stream.Signature(dma_read_response_layout(cfg)))
         The dwords read, as :class:`~gpufe.rtl.fetcher.DmaFetcher`'s port contract says, routed
         by the tag. Always ready.
@@ -88,6 +96,10 @@ class FrontEnd(wiring.Component):
     context : Out(stream.Signature(context_switch_layout(cfg)))
         Context switches, to the engines: a TSG stops (``run`` 0: preempt its work) or starts
         (``run`` 1). Held until taken.
+    retired : Out(stream.Signature(retire_layout(cfg)))
+        A channel's GP_GET moved on (entries decoded to their end, or its position at a
+        switch): the driver may reuse ring and push-buffer space up to it. Valid for one cycle;
+        ``ready`` is not looked at.
     wake_at : Out(64)
         The next time (ns) at which the design changes state by itself, with no input
         (:data:`~gpufe.rtl.runlist.NEVER` when none): ``idle`` holds only until then.
@@ -115,6 +127,8 @@ class FrontEnd(wiring.Component):
         The graph walker.
     runlist : RunlistScheduler
         The runlist scheduler.
+    pbdma : PbdmaUnits
+        The PBDMA units.
     """
 
     def __init__(self, cfg=None):
@@ -136,6 +150,7 @@ class FrontEnd(wiring.Component):
             "compute_done": In(stream.Signature(completion_layout(cfg))),
             "copy_done": In(stream.Signature(completion_layout(cfg))),
             "context": Out(stream.Signature(context_switch_layout(cfg))),
+            "retired": Out(stream.Signature(retire_layout(cfg))),
             "wake_at": Out(64),
             "irq": Out(1),
             "idle": Out(1),
@@ -151,6 +166,7 @@ class FrontEnd(wiring.Component):
         self.syncpoint = SyncpointUnit(cfg)
         self.walker = GraphWalker(cfg)
         self.runlist = RunlistScheduler(cfg)
+        self.pbdma = PbdmaUnits(cfg)
 
     def elaborate(self, platform):
         m = Module()
@@ -162,15 +178,16 @@ class FrontEnd(wiring.Component):
         m.submodules.syncpoint = sp
         m.submodules.walker = gw = self.walker
         m.submodules.runlist = rl = self.runlist
+        m.submodules.pbdma = pb = self.pbdma
         cfg = self.cfg
 
         # outside world
         connect(m, flipped(self.mmio), db.mmio)
         connect(m, flipped(self.dma_write), sp.dma_write)
 
-        # DMA reads: fetcher (tag = channel) and graph walker (tag = top bit) share the port
+        # DMA reads: fetcher (tag = PBDMA) and graph walker (tag = top bit) share the port
         m.submodules.dma_mux = dma_mux = StreamMux(self.dma_read_req.payload.shape())
-        top = 1 << cfg.chan_bits
+        top = 1 << cfg.pbdma_bits
         for src, port, tag in ((fe.dma_req, dma_mux.a, fe.dma_req.payload.tag),
                                (gw.dma_req, dma_mux.b, top)):
             m.d.comb += [port.valid.eq(src.valid), src.ready.eq(port.ready),
@@ -178,7 +195,7 @@ class FrontEnd(wiring.Component):
                          port.payload.count.eq(src.payload.count), port.payload.tag.eq(tag)]
         connect(m, flipped(self.dma_read_req), dma_mux.out)
         rsp = self.dma_read_resp
-        to_walker = rsp.payload.tag[cfg.chan_bits]
+        to_walker = rsp.payload.tag[cfg.pbdma_bits]
         m.d.comb += rsp.ready.eq(1)
         for dst, sel in ((fe.dma_resp, ~to_walker), (gw.dma_resp, to_walker)):
             m.d.comb += [dst.valid.eq(rsp.valid & sel), dst.payload.data.eq(rsp.payload.data),
@@ -222,59 +239,79 @@ class FrontEnd(wiring.Component):
             self.irq.eq(cp.interrupt),
         ]
 
-        # doorbells -> fetcher -> FIFO
-        connect(m, fe.advance, db.advance)
+        # channel contexts <-> PBDMAs -> fetcher -> FIFO
+        connect(m, pb.writeback, db.writeback)
+        m.d.comb += [self.retired.valid.eq(pb.writeback.valid),
+                     self.retired.payload.channel.eq(pb.writeback.payload.channel),
+                     self.retired.payload.get.eq(pb.writeback.payload.get)]
+        connect(m, fe.advance, pb.advance)
+        connect(m, pb.load, fe.load)
+        connect(m, pb.drop, fe.drop)
         connect(m, fe.reserve, ff.reserve)
         connect(m, fe.fifo_write, ff.write)
         m.d.comb += [
-            fe.pending.eq(db.pending), fe.gp_get.eq(db.gp_get), fe.gp_base.eq(db.gp_base),
-            fe.free.eq(ff.free), ff.want.eq(fe.want),
+            db.bind_channel.eq(pb.bind_channel), pb.bind_context.eq(db.bind_context),
+            db.pbdma_channel.eq(pb.channel), pb.put.eq(db.pbdma_put),
+            pb.priority.eq(db.pbdma_priority), pb.prio_mask.eq(db.prio_mask),
+            fe.pending.eq(pb.fetch_pending), fe.gp_get.eq(pb.fetch_get),
+            fe.gp_base.eq(pb.gp_base), fe.halt.eq(pb.fetch_halt), pb.in_flight.eq(fe.in_flight),
+            fe.free.eq(ff.free), ff.want.eq(fe.want), ff.discard.eq(pb.discard),
         ]
 
         # FIFO -> CP <-> syncpoints
         connect(m, cp.release, sp.release)
         connect(m, cp.acquire, sp.acquire)
         connect(m, cp.dispatched, sp.dispatched)
-        connect(m, fe.fault, cp.fault)
         m.d.comb += [
-            cp.read_data.eq(ff.read_data), ff.read_channel.eq(cp.read_channel),
+            cp.read_data.eq(ff.read_data), ff.read_pbdma.eq(cp.read_pbdma),
             ff.read_pop.eq(cp.read_pop), cp.nonempty.eq(ff.nonempty),
-            cp.priority.eq(db.priority),
+            pb.pop.valid.eq(cp.read_pop), pb.pop.payload.eq(cp.read_pbdma),
+            cp.running.eq(pb.running), cp.pbdma_channel.eq(pb.channel),
+            cp.priority.eq(db.pbdma_priority), pb.cp_holding.eq(cp.holding),
             cp.acquire_met.eq(sp.acquire_met), cp.parked.eq(sp.parked),
-            cp.release_busy.eq(sp.release_busy), cp.release_stall.eq(sp.release_stall),
-            cp.all_complete.eq(sp.all_complete),
+            cp.release_busy.eq(sp.release_busy), cp.release_full.eq(sp.release_full),
+            cp.release_stall.eq(sp.release_stall), cp.all_complete.eq(sp.all_complete),
+            db.lookup_channel.eq(sp.lookup_channel), sp.lookup_tsg.eq(db.lookup_tsg),
         ]
+        # a fetch fault names the PBDMA: the CP puts its channel in error
+        m.d.comb += [cp.fault.valid.eq(fe.fault.valid),
+                     cp.fault.payload.channel.eq(pb.channel[fe.fault.payload.pbdma]),
+                     cp.fault.payload.cause.eq(fe.fault.payload.cause),
+                     fe.fault.ready.eq(1)]
 
-        # the host scheduler: which TSG is served, and the PBDMA's costs
-        busy = Signal(cfg.channels)
-        m.d.comb += busy.eq(db.pending | cp.has_work | sp.parked | sp.release_busy
-                            | Cat(sp.in_flight[i] != 0 for i in range(cfg.channels)))
+        # the host scheduler: which TSG is served, which channels are resident, their costs
+        rel_busy = sp.release_busy | Mux(sp.release_full, (1 << cfg.channels) - 1, 0)
         connect(m, flipped(self.context), rl.context)
         m.d.comb += [
-            rl.channel_tsg.eq(db.channel_tsg), rl.busy.eq(busy), rl.now.eq(self.now),
-            rl.timeslice.eq(db.timeslice), rl.switch_time.eq(db.switch_time),
+            rl.tsg_mask.eq(db.tsg_mask), rl.tsg_in_flight.eq(sp.tsg_in_flight),
+            rl.busy.eq(db.pending | cp.replay | sp.parked | sp.release_busy),
+            rl.now.eq(self.now), rl.timeslice.eq(db.timeslice), rl.switch_time.eq(db.switch_time),
             db.scheduler_status.eq(rl.active | (rl.state.as_value() << 31)),
-            cp.eligible.eq(rl.served), cp.ctx_save.eq(db.ctx_save), cp.ctx_load.eq(db.ctx_load),
-            cp.ch_timeslice.eq(db.ch_timeslice), cp.launch_hold.eq(db.launch_hold),
+            pb.served.eq(rl.served), pb.pending.eq(db.pending), pb.replay.eq(cp.replay),
+            pb.parked.eq(sp.parked), pb.error.eq(cp.error_mask),
+            pb.stuck.eq(sp.parked | (cp.replay & rel_busy) | sp.release_stall),
+            pb.ctx_save.eq(db.ctx_save), pb.ctx_load.eq(db.ctx_load),
+            pb.ch_timeslice.eq(db.ch_timeslice), pb.now.eq(self.now),
+            cp.launch_hold.eq(db.launch_hold), cp.ch_timeslice.eq(db.ch_timeslice),
             cp.now.eq(self.now),
-            self.wake_at.eq(Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)),
         ]
+        wake = Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)
+        m.d.comb += self.wake_at.eq(Mux(pb.wake_at < wake, pb.wake_at, wake))
 
-        # errors: a channel in error stops fetching, its FIFO data is discarded
+        # errors: a channel in error leaves its PBDMA (its FIFO data is discarded)
         m.d.comb += [
-            fe.halt.eq(cp.error_mask), ff.discard.eq(cp.error_mask), sp.halt.eq(cp.error_mask),
+            sp.halt.eq(cp.error_mask),
             db.error_mask.eq(cp.error_mask), db.interrupt_status.eq(cp.interrupt_status),
             cp.clear_interrupt.eq(db.clear_interrupt),
             cp.query_channel.eq(db.read_channel), db.read_state.eq(cp.query_state),
-            # one MMIO clear goes to both the CP (state) and the fetcher (drop the segment)
             db.clear_error.ready.eq(1),
             cp.clear_error.valid.eq(db.clear_error.valid),
             cp.clear_error.payload.eq(db.clear_error.payload),
-            fe.drop.valid.eq(db.clear_error.valid), fe.drop.payload.eq(db.clear_error.payload),
         ]
 
         m.d.comb += self.idle.eq(fe.quiescent & ff.quiescent & cp.quiescent & sp.quiescent
-                                 & gw.quiescent & rl.quiescent & ~self.context.valid
+                                 & gw.quiescent & rl.quiescent & pb.quiescent
+                                 & ~self.context.valid & ~self.retired.valid
                                  & ~self.dma_read_req.valid
                                  & ~self.dma_write.valid & ~self.compute.valid
                                  & ~self.copy.valid)

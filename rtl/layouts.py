@@ -32,7 +32,7 @@ __all__ = [
     # records on the ports
     "ADDR_BITS", "dma_read_request_layout", "dma_read_response_layout", "DmaWrite",
     "launch_record_layout", "copy_record_layout", "completion_layout", "graph_launch_layout",
-    "context_switch_layout",
+    "context_switch_layout", "retire_layout",
     "MmioWrite",
     # MMIO register map
     "RunlistState", "ChannelReg", "CHANNEL_REGS", "GLOBAL_PAGE", "GlobalReg", "STATUS_BAD_CHANNEL",
@@ -338,14 +338,13 @@ GRAPH_LAUNCH_RECORD_DWORDS = GraphLaunchRecord.as_shape().size // 32
 
 
 class CPState(enum.Enum, shape=3):
-    """The command processor's state machine (its PBDMA: which channel it decodes)."""
+    """The command processor's state machine (which PBDMA it decodes)."""
     ARBITRATE = 0
-    LOAD = 1               # loading a channel's context (CTX_LOAD ns)
+    LOAD = 1               # reading the next PBDMA's channel context (one cycle)
     FETCH = 2
     EXECUTE = 3
     DISPATCH = 4
     WFI = 5
-    SAVE = 6               # saving the channel's context before another (CTX_SAVE ns)
     HOLD = 7               # after a launch (LAUNCH_HOLD ns)
 
 
@@ -415,6 +414,13 @@ def context_switch_layout(cfg):
     return data.StructLayout({"tsg": cfg.tsg_bits, "run": 1})
 
 
+def retire_layout(cfg):
+    """Front end -> driver: the channel's GP_GET moved to ``get`` (every entry before it is
+    decoded to its end: its ring slot and push-buffer segment may be reused), as a USERD
+    GP_GET update."""
+    return data.StructLayout({"channel": cfg.chan_bits, "get": cfg.gp_bits})
+
+
 MmioWrite = data.StructLayout({"address": 16, "data": 32})
 
 
@@ -423,7 +429,7 @@ MmioWrite = data.StructLayout({"address": 16, "data": 32})
 class ChannelReg(enum.Enum, shape=3):
     """Per-channel registers at MMIO dword index ``channel * 8 + reg`` (bit 15 clear)."""
     GP_PUT = 0             # W: doorbell carrying the new GP_PUT; R: last accepted GP_PUT
-    GP_GET = 1             # R: entries consumed by the fetcher
+    GP_GET = 1             # R: entries decoded to their end
     GPFIFO_BASE_LO = 2     # byte address bits 31:0 of the ring (8-byte aligned)
     GPFIFO_BASE_HI = 3     # bits 39:32
     GPFIFO_ENTRIES_LOG2 = 4
@@ -441,16 +447,16 @@ class GlobalReg(enum.Enum, shape=4):
     STATUS = 0             # bit0 write to a missing channel, bit1 GP_PUT outside the ring,
                            # bit2 bad ring size; bits 31:16 offending register address;
                            # write 1s to clear bits 2:0
-    ERROR_MASK = 1         # R: one bit per channel in ERROR (first 32 channels)
+    ERROR_MASK = 1         # R: one bit per channel in ERROR (the first 32 channels)
     INTERRUPT = 2          # bit0 channel error, bit1 non-stall interrupt; write 1s to clear
-    CHANNELS = 3           # R: number of channels
+    CHANNELS = 3           # R: number of hardware channels
     # the host scheduler's configuration, written by the KMD (reset 0: no cost, no slicing)
     TSG_TIMESLICE = 4      # ns a TSG may run while another has work
     TSG_SWITCH = 5         # ns a context switch between TSGs takes (nothing is served)
-    CTX_SAVE = 6           # ns the PBDMA takes to save a channel's context
-    CTX_LOAD = 7           # ns the PBDMA takes to load a channel's context
-    CH_TIMESLICE = 8       # ns a channel may hold the PBDMA while another waits (0: no limit)
-    LAUNCH_HOLD = 9        # ns the PBDMA spends after each launch (CUPTI's stamps)
+    CTX_SAVE = 6           # ns a PBDMA takes to save a channel's context
+    CTX_LOAD = 7           # ns a PBDMA takes to load a channel's context
+    CH_TIMESLICE = 8       # ns a channel may hold its PBDMA while another waits (0: no limit)
+    LAUNCH_HOLD = 9        # ns the CP spends after each launch (CUPTI's stamps)
     ACTIVE_TSG = 10        # R: the TSG being served, bit 31 set during a switch
 
 

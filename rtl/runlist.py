@@ -19,17 +19,17 @@ class RunlistScheduler(wiring.Component):
     """Runlist scheduler: which context (TSG) the front end serves, and when it switches.
 
     The runlist is the KMD's channel table: every channel belongs to a TSG (``channel_tsg``,
-    one per CUDA context, that is one per process). One TSG is served at a time: only its
-    channels are ``served`` (the PBDMA decodes nothing else) and only its work runs on the
+    one per CUDA context, that is one per process: ``tsg_mask``). One TSG is served at a time: only its
+    channels are ``served`` (the PBDMAs load nothing else) and only its work runs on the
     engines. The active TSG keeps the front end until its timeslice (``timeslice`` ns) has run
     out while another TSG has work, or until it has no work left while another has. Then the
     scheduler switches: the engines are told to preempt the old TSG (``context`` with ``run``
     0), nothing is served for ``switch_time`` ns (the context is saved and the next one
     loaded), and the next TSG with work, in round-robin order of TSG ids, becomes active with a
     fresh timeslice (``context`` with ``run`` 1). A timeslice counts only while another TSG has
-    work (before that, it starts afresh every cycle). A channel has work while it has a doorbell
-    not fetched, words or a method to decode, a parked acquire, or work in flight on the
-    engines (``busy``).
+    work (before that, it starts afresh every cycle). A TSG has work while one of its channels
+    has GPFIFO entries not decoded, a method to replay, a parked acquire or a release waiting
+    (``busy``), or while its work is in flight on the engines (``tsg_in_flight``).
 
     Both timers are deadlines on ``now``, not counters: nothing changes while one runs, so a
     harness may jump time up to ``wake_at``, the next deadline.
@@ -45,10 +45,12 @@ class RunlistScheduler(wiring.Component):
 
     Attributes
     ----------
-    channel_tsg : In(data.ArrayLayout(cfg.tsg_bits, cfg.channels))
-        The TSG of each channel (MMIO ``ChannelReg.TSG``).
+    tsg_mask : In(data.ArrayLayout(cfg.channels, cfg.tsgs))
+        The channels of each TSG (MMIO ``ChannelReg.TSG``).
     busy : In(cfg.channels)
-        Channels with work (see above).
+        Channels with work in the front end (see above).
+    tsg_in_flight : In(cfg.tsgs)
+        TSGs with work in flight on the engines.
     timeslice : In(32)
         ns a TSG may run while another has work (0: switch whenever another has work).
     switch_time : In(32)
@@ -77,8 +79,9 @@ class RunlistScheduler(wiring.Component):
         self.cfg = cfg
         n, tb = cfg.channels, cfg.tsg_bits
         super().__init__({
-            "channel_tsg": In(data.ArrayLayout(tb, n)),
+            "tsg_mask": In(data.ArrayLayout(n, cfg.tsgs)),
             "busy": In(n),
+            "tsg_in_flight": In(cfg.tsgs),
             "timeslice": In(32),
             "switch_time": In(32),
             "now": In(64),
@@ -106,8 +109,8 @@ class RunlistScheduler(wiring.Component):
         # TSGs with work, and the others' in round-robin order after the active one
         tsg_busy = Signal(t)
         for g in range(t):
-            m.d.comb += tsg_busy[g].eq(Cat(self.busy[c] & (self.channel_tsg[c] == g)
-                                           for c in range(n)).any())
+            m.d.comb += tsg_busy[g].eq((self.busy & self.tsg_mask[g]).any()
+                                       | self.tsg_in_flight[g])
         others = Signal(t)
         m.d.comb += others.eq(tsg_busy & ~(Const(1, t) << active)[:t])
         # rotate so that the TSG after the active one comes first, pick the lowest, unrotate
@@ -143,8 +146,8 @@ class RunlistScheduler(wiring.Component):
                                  ctx.payload.run.eq(1)]
 
         running = state == RunlistState.RUN
-        for c in range(n):
-            m.d.comb += self.served[c].eq(running & (self.channel_tsg[c] == active))
+        m.d.comb += self.served.eq(Mux(running, self.tsg_mask.as_value().word_select(active, n),
+                                       0))
         with m.If(~running):
             m.d.comb += self.wake_at.eq(switch_end)
         with m.Elif(others.any() & active_busy):

@@ -1,13 +1,14 @@
 """Syncpoint unit, on-chip counters, deferred releases, parked acquires, in-flight work:
 :class:`SyncpointUnit`."""
 
-from amaranth import Module, Signal, Array, Mux, Cat
+from amaranth import Module, Signal, Array, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data, enum
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 
-from .bits import lowest_set
+from .bits import lowest_set, BitVector
 from .config import FrontEndConfig
+from .doorbell import TSG_LOOKUPS
 from .layouts import SemOp, DmaWrite, completion_layout, ADDR_BITS
 
 __all__ = ["SyncpointUnit", "ReleaseKind", "FireState", "release_layout", "acquire_layout",
@@ -55,17 +56,22 @@ class SyncpointUnit(wiring.Component):
     """Syncpoint unit: on-chip counters, deferred releases, parked acquires, in-flight work.
 
     *In-flight work*: every dispatch to an engine adds one to its channel's count, every
-    completion takes one off. WFI waits for all counts to be zero.
+    completion takes one off. The counts are memories indexed by channel (one per source, so
+    that a dispatch and three completions of different channels can land in one cycle);
+    a total and a count per TSG (the channel's TSG looked up in the channel table,
+    ``lookup_channel``) are kept beside them. WFI waits for the total to be zero.
 
-    *Release* (one slot per channel): a release posted with RELEASE_WFI waits until the work the
-    channel had dispatched before it has completed (completions carry the dispatch sequence
-    number, so later work does not hold it back); without WFI it fires at once. Firing takes one
-    cycle for a counter (set, add, or increment) and one DMA write per 8 bytes for host memory
-    (the payload, then ``now`` as an 8-byte timestamp when RELEASE_TIMESTAMP is set). A channel
-    whose slot is busy must wait before posting another release (``release_busy``). A timestamp
-    release holds its whole channel until its writes are done and ``timestamp_hold`` cycles
-    more (a configuration input: the timestamp write's round trip) (``release_stall``): the
-    timestamp must be taken after the work before it and before the work after it.
+    *Release*: releases wait in a pool of ``release_slots`` entries shared by the channels, at
+    most one per channel. A release posted with RELEASE_WFI waits until the work its channel
+    had dispatched before it has completed (completions carry the dispatch sequence number, so
+    later work does not hold it back); without WFI it fires at once. Firing takes one cycle for
+    a counter (set, add, or increment) and one DMA write per 8 bytes for host memory (the
+    payload, then ``now`` as an 8-byte timestamp when RELEASE_TIMESTAMP is set). A channel
+    with a release waiting (``release_busy``), or any channel while the pool is full
+    (``release_full``), must wait before posting another. A timestamp release holds its whole
+    channel until its writes are done and ``timestamp_hold`` cycles more (a configuration
+    input: the timestamp write's round trip) (``release_stall``): the timestamp must be taken
+    after the work before it and before the work after it.
 
     *Completion releases*: a compute completion may carry a release of its own (``release``,
     ``index``, ``value``: the kernel's launch named a syncpoint, as a QMD's release fields do);
@@ -77,26 +83,27 @@ class SyncpointUnit(wiring.Component):
     not multiplexers.
 
     *Acquire*: the CP presents an acquire and sees ``acquire_met`` in the same cycle; if not
-    met, the channel is parked. After any counter change and ``acquire_retry`` more cycles (a
-    configuration input, like a retry-interval register), a scanner re-checks every parked
-    channel, one per cycle, and wakes those whose condition holds.
+    met, the channel is parked (its condition kept in a memory indexed by channel). After any
+    counter change and ``acquire_retry`` more cycles (a configuration input, like a
+    retry-interval register), a scanner re-checks the channels parked then, one per cycle,
+    lowest first, and wakes those whose condition holds.
 
     Timing: a release whose wait is over writes its counter at the next clock edge (one release
-    fires at a time, the lowest channel first); a host-memory release offers its first write
-    the cycle after, each write held until taken. After a counter change, the scan of the
-    parked channels starts ``acquire_retry`` cycles later and takes ``channels`` cycles, a
-    channel woken at its turn (a further change restarts the wait).
+    fires at a time, the lowest pool entry first); a host-memory release offers its first write
+    the cycle after, each write held until taken. After a counter change, the scan starts
+    ``acquire_retry`` cycles later and takes a cycle per channel parked (a further change
+    restarts the wait).
 
     Parameters
     ----------
     cfg : FrontEndConfig
-        Sizes: ``channels``, ``syncpoints`` (at least 1), ``seq_bits`` and ``inflight_bits``
-        (each at least 1).
+        Sizes: ``channels``, ``tsgs``, ``release_slots``, ``syncpoints`` (at least 1),
+        ``seq_bits`` and ``inflight_bits`` (each at least 1).
 
     Attributes
     ----------
     release : In(stream.Signature(release_layout(cfg)))
-        A release into its channel's slot. Ready while that channel's slot is free.
+        A release into the pool. Ready while its channel has none waiting and the pool has room.
     acquire : In(stream.Signature(acquire_layout(cfg)))
         An acquire to check: parks its channel when not met. Always ready.
     acquire_met : Out(1)
@@ -111,6 +118,11 @@ class SyncpointUnit(wiring.Component):
         A copy completion (its release fields are not looked at). Always ready.
     graph_done : In(stream.Signature(completion_layout(cfg)))
         A graph launch's completion, from the graph walker. Always ready.
+    lookup_channel : Out(data.ArrayLayout(cfg.chan_bits, TSG_LOOKUPS))
+        The channels of ``dispatched``, ``compute_done``, ``copy_done`` and ``graph_done``,
+        whose TSGs are looked up...
+    lookup_tsg : In(data.ArrayLayout(cfg.tsg_bits, TSG_LOOKUPS))
+        ...here.
     halt : In(cfg.channels)
         Channels in error: no longer parked.
     now : In(64)
@@ -125,11 +137,13 @@ class SyncpointUnit(wiring.Component):
     parked : Out(cfg.channels)
         Channels parked on an unmet acquire.
     release_busy : Out(cfg.channels)
-        Channels whose release slot holds a release not fired yet.
+        Channels with a release in the pool, not fired yet.
+    release_full : Out(1)
+        The pool has no room.
     release_stall : Out(cfg.channels)
         Channels held by a timestamp release to host memory.
-    in_flight : Out(data.ArrayLayout(cfg.inflight_bits, cfg.channels))
-        Work dispatched and not completed, per channel.
+    tsg_in_flight : Out(cfg.tsgs)
+        TSGs with work dispatched and not completed.
     all_complete : Out(1)
         No work in flight on any channel.
     quiescent : Out(1)
@@ -159,6 +173,8 @@ class SyncpointUnit(wiring.Component):
             "compute_done": In(stream.Signature(cl)),
             "copy_done": In(stream.Signature(cl)),
             "graph_done": In(stream.Signature(cl)),
+            "lookup_channel": Out(data.ArrayLayout(cfg.chan_bits, TSG_LOOKUPS)),
+            "lookup_tsg": In(data.ArrayLayout(cfg.tsg_bits, TSG_LOOKUPS)),
             "halt": In(n),
             "now": In(64),
             "acquire_retry": In(16),
@@ -166,8 +182,9 @@ class SyncpointUnit(wiring.Component):
             "dma_write": Out(stream.Signature(DmaWrite)),
             "parked": Out(n),
             "release_busy": Out(n),
+            "release_full": Out(1),
             "release_stall": Out(n),
-            "in_flight": Out(data.ArrayLayout(cfg.inflight_bits, n)),
+            "tsg_in_flight": Out(cfg.tsgs),
             "all_complete": Out(1),
             "quiescent": Out(1),
         })
@@ -177,76 +194,117 @@ class SyncpointUnit(wiring.Component):
     def elaborate(self, platform):
         cfg = self.cfg
         m = Module()
-        n, s, ib, sb = cfg.channels, cfg.syncpoints, cfg.inflight_bits, cfg.seq_bits
+        n, s, ib, sb, k = (cfg.channels, cfg.syncpoints, cfg.inflight_bits, cfg.seq_bits,
+                           cfg.release_slots)
 
         m.submodules.counters = mem = Memory(data=self.counter_data)
         rd_acquire, rd_fire, rd_scan = (mem.read_port(domain="comb") for _ in range(3))
         wr_counter = mem.write_port()
-        inflight = Array(Signal(ib, name=f"inflight{i}") for i in range(n))
-        rel = Array(Signal(release_layout(cfg), name=f"rel{i}") for i in range(n))
-        rel_valid = Signal(n)
-        rel_wait = Array(Signal(ib, name=f"rel_wait{i}") for i in range(n))
-        park = Array(Signal(acquire_layout(cfg), name=f"park{i}") for i in range(n))
-        parked = Signal(n)
-        countdown = Signal(range(n + 1))     # scanner cycles left after a change
-        scan = Signal(range(n))
 
-        m.d.comb += self.release_stall.eq(Cat(rel_valid[i] & rel[i].timestamp & ~rel[i].to_counter
-                                              for i in range(n)))
-        m.d.comb += [self.parked.eq(parked), self.release_busy.eq(rel_valid),
-                     self.release.ready.eq(~rel_valid.bit_select(self.release.payload.channel, 1)),
-                     self.acquire.ready.eq(1), self.dispatched.ready.eq(1),
+        m.d.comb += [self.acquire.ready.eq(1), self.dispatched.ready.eq(1),
                      self.compute_done.ready.eq(1), self.copy_done.ready.eq(1),
                      self.graph_done.ready.eq(1)]
 
-        # -- in-flight accounting --
-        def done_by(port, i):
-            return port.valid & (port.payload.channel == i)
+        # -- in-flight accounting: a count per source and channel, a total, a count per TSG --
+        sources = (self.dispatched, self.compute_done, self.copy_done, self.graph_done)
+        chans = [self.dispatched.payload] + [p.payload.channel for p in sources[1:]]
+        for i, c in enumerate(chans):
+            m.d.comb += self.lookup_channel[i].eq(c)
+        counts = []
+        for name, port, c in zip(("dispatched", "compute_done", "copy_done", "graph_done"),
+                                 sources, chans):
+            cmem = Memory(shape=ib, depth=n, init=[])
+            m.submodules[f"count_{name}"] = cmem
+            wp = cmem.write_port()
+            own = cmem.read_port(domain="comb")
+            m.d.comb += [own.addr.eq(c), wp.addr.eq(c), wp.data.eq(own.data + 1),
+                         wp.en.eq(port.valid)]
+            counts.append(cmem)
 
-        def older(port, i):
-            # completion's sequence number precedes the release's (modulo 2**seq_bits)
-            return done_by(port, i) & (port.payload.seq - rel[i].seq)[sb - 1]
+        def in_flight_of(c):
+            """Work in flight on channel ``c`` (before this cycle's updates)."""
+            vals = []
+            for cmem in counts:
+                p = cmem.read_port(domain="comb")
+                m.d.comb += p.addr.eq(c)
+                vals.append(p.data)
+            return (vals[0] - vals[1] - vals[2] - vals[3])[:ib]
 
-        all_zero = []
-        for i in range(n):
-            dec = (done_by(self.compute_done, i) + done_by(self.copy_done, i)
-                   + done_by(self.graph_done, i))
-            inc = self.dispatched.valid & (self.dispatched.payload == i)
-            m.d.sync += inflight[i].eq(inflight[i] + inc - dec)
-            m.d.comb += self.in_flight[i].eq(inflight[i])
-            all_zero.append(inflight[i] == 0)
+        total = Signal(ib + 8)
+        m.d.sync += total.eq(total + self.dispatched.valid - self.compute_done.valid
+                             - self.copy_done.valid - self.graph_done.valid)
+        m.d.comb += self.all_complete.eq(total == 0)
+        tsg_count = [Signal(ib + 8, name=f"tsg{g}_in_flight") for g in range(cfg.tsgs)]
+        for g in range(cfg.tsgs):
+            inc = self.dispatched.valid & (self.lookup_tsg[0] == g)
+            dec = sum(port.valid & (self.lookup_tsg[i] == g)
+                      for i, port in enumerate(sources) if i)
+            m.d.sync += tsg_count[g].eq(tsg_count[g] + inc - dec)
+            m.d.comb += self.tsg_in_flight[g].eq(tsg_count[g] != 0)
+
+        # -- the release pool --
+        rel = [Signal(release_layout(cfg), name=f"rel{j}") for j in range(k)]
+        rel_valid = Signal(k)
+        rel_wait = [Signal(ib, name=f"rel_wait{j}") for j in range(k)]
+        busy = Signal(n)
+        stall = Signal(n)
+        busy_bits, stall_bits = BitVector(m, busy), BitVector(m, stall)
+        m.d.comb += [self.release_busy.eq(busy), self.release_stall.eq(stall),
+                     self.release_full.eq(rel_valid.all())]
+        post = self.release
+        pc = post.payload.channel
+        m.d.comb += post.ready.eq(~busy.bit_select(pc, 1) & ~rel_valid.all())
+        slot_free = Signal(range(k))
+        m.d.comb += slot_free.eq(lowest_set(~rel_valid, len(slot_free)))
+        dec_post = sum(port.valid & (port.payload.channel == pc) for port in sources[1:])
+        post_in_flight = in_flight_of(pc)
+        with m.If(post.valid & post.ready):
+            busy_bits.set(pc)
+            with m.If(post.payload.timestamp & ~post.payload.to_counter):
+                stall_bits.set(pc)
+        for j in range(k):
             # only a WFI release counts older work down: one without WFI waits for nothing,
             # and older work completing while it waits its turn to fire must not wrap it
-            with m.If(rel_valid[i] & rel[i].wfi):
-                m.d.sync += rel_wait[i].eq(rel_wait[i] - older(self.compute_done, i)
-                                           - older(self.copy_done, i)
-                                           - older(self.graph_done, i))
-            # posting a release: it waits for everything now in flight on its channel
-            with m.If(self.release.valid & self.release.ready & (self.release.payload.channel == i)):
-                m.d.sync += [rel[i].eq(self.release.payload), rel_valid[i].eq(1),
-                             rel_wait[i].eq(Mux(self.release.payload.wfi, inflight[i] - dec, 0))]
-        m.d.comb += self.all_complete.eq(Cat(all_zero).all())
+            older = sum(port.valid & (port.payload.channel == rel[j].channel)
+                        & (port.payload.seq - rel[j].seq)[sb - 1] for port in sources[1:])
+            with m.If(rel_valid[j] & rel[j].wfi):
+                m.d.sync += rel_wait[j].eq(rel_wait[j] - older)
+            with m.If(post.valid & post.ready & (slot_free == j)):
+                m.d.sync += [rel[j].eq(post.payload), rel_valid[j].eq(1),
+                             rel_wait[j].eq(Mux(post.payload.wfi, post_in_flight - dec_post,
+                                                0))]
 
         # -- acquire: check now, park if not met --
+        park_mem = Memory(shape=acquire_layout(cfg), depth=n, init=[])
+        m.submodules.parked_acquires = park_mem
+        park_wp = park_mem.write_port()
+        park_rp = park_mem.read_port(domain="comb")
+        parked = Signal(n)
+        parked_bits = BitVector(m, parked)
+        m.d.comb += self.parked.eq(parked)
         acq = self.acquire.payload
         acq_counter = Signal(32)
         m.d.comb += [rd_acquire.addr.eq(acq.index), acq_counter.eq(rd_acquire.data),
-                     self.acquire_met.eq(acquire_condition(acq.op, acq_counter, acq.value))]
-        with m.If(self.acquire.valid & ~self.acquire_met):
-            m.d.sync += [park[acq.channel].eq(acq), parked.bit_select(acq.channel, 1).eq(1)]
+                     self.acquire_met.eq(acquire_condition(acq.op, acq_counter, acq.value)),
+                     park_wp.addr.eq(acq.channel), park_wp.data.eq(acq)]
+        parks = self.acquire.valid & ~self.acquire_met
+        with m.If(parks):
+            m.d.comb += park_wp.en.eq(1)
+            parked_bits.set(acq.channel)
 
         # -- fire releases whose work has completed --
-        fireable = Signal(n)
-        m.d.comb += fireable.eq(Cat(rel_valid[i] & (rel_wait[i] == 0) for i in range(n)))
-        pick = Signal(range(n))
+        fireable = Signal(k)
+        m.d.comb += fireable.eq(Cat(rel_valid[j] & (rel_wait[j] == 0) for j in range(k)))
+        pick = Signal(range(k))
         m.d.comb += pick.eq(lowest_set(fireable, len(pick)))
         fstate = Signal(FireState)
-        cur = Signal(range(n))
+        cur = Signal(range(k))
         r = Signal(release_layout(cfg))         # the release being written to host memory
         p = Signal(release_layout(cfg))         # the release picked to fire
         p_counter = Signal(32)
         p_new = Signal(32)
-        m.d.comb += [r.eq(rel[cur]), p.eq(rel[pick]),
+        rels = Array(rel)
+        m.d.comb += [r.eq(rels[cur]), p.eq(rels[pick]),
                      rd_fire.addr.eq(p.index), p_counter.eq(rd_fire.data)]
         with m.If(~(self.compute_done.valid & self.compute_done.payload.release)):
             m.d.comb += [wr_counter.addr.eq(p.index), wr_counter.data.eq(p_new)]
@@ -260,6 +318,12 @@ class SyncpointUnit(wiring.Component):
         wr = self.dma_write
         counter_changed = Signal()
         hold = Signal(16)
+
+        def retire(j, c):
+            m.d.sync += rel_valid.bit_select(j, 1).eq(0)
+            busy_bits.clear(c)
+            stall_bits.clear(c)
+
         # a completion that carries its own release has the counter write port this cycle
         cd = self.compute_done
         done_release = cd.valid & cd.payload.release
@@ -272,7 +336,7 @@ class SyncpointUnit(wiring.Component):
                     with m.If(p.to_counter):
                         with m.If(~done_release):
                             m.d.comb += [wr_counter.en.eq(1), counter_changed.eq(1)]
-                            m.d.sync += rel_valid.bit_select(pick, 1).eq(0)
+                            retire(pick, p.channel)
                     with m.Else():
                         m.d.sync += [cur.eq(pick), fstate.eq(FireState.PAYLOAD), wr.valid.eq(1),
                                      wr.payload.address.eq(p.address),
@@ -284,41 +348,46 @@ class SyncpointUnit(wiring.Component):
                                      wr.payload.address.eq(r.address + 8),
                                      wr.payload.data.eq(self.now), wr.payload.wide.eq(1)]
                     with m.Else():
-                        m.d.sync += [fstate.eq(FireState.IDLE), wr.valid.eq(0),
-                                     rel_valid.bit_select(cur, 1).eq(0)]
+                        m.d.sync += [fstate.eq(FireState.IDLE), wr.valid.eq(0)]
+                        retire(cur, r.channel)
             with m.Case(FireState.TIMESTAMP):
                 with m.If(wr.ready):
                     m.d.sync += [fstate.eq(FireState.HOLD), wr.valid.eq(0),
                                  hold.eq(self.timestamp_hold)]
             with m.Case(FireState.HOLD):
                 with m.If(hold == 0):
-                    m.d.sync += [fstate.eq(FireState.IDLE), rel_valid.bit_select(cur, 1).eq(0)]
+                    m.d.sync += fstate.eq(FireState.IDLE)
+                    retire(cur, r.channel)
                 with m.Else():
                     m.d.sync += hold.eq(hold - 1)
 
-        # -- wake scanner: after a change (and the retry interval), one parked channel a cycle
+        # -- wake scanner: after a change (and the retry interval), the channels parked then,
+        # one a cycle, lowest first
         holdoff = Signal(16)
+        to_check = Signal(n)
+        scanning = Signal()
         # (only when someone is parked, or parks now: otherwise there is nothing to re-check)
-        with m.If(counter_changed & (parked.any() | (self.acquire.valid & ~self.acquire_met))):
-            m.d.sync += [countdown.eq(n), holdoff.eq(self.acquire_retry)]
-        with m.Elif(holdoff != 0):
+        with m.If(counter_changed & (parked.any() | parks)):
+            m.d.sync += [scanning.eq(1), holdoff.eq(self.acquire_retry),
+                         to_check.eq(parked | Mux(parks, (Const(1, n) << acq.channel)[:n], 0))]
+        with m.Elif(scanning & (holdoff != 0)):
             m.d.sync += holdoff.eq(holdoff - 1)
-        with m.Elif(countdown != 0):
-            m.d.sync += countdown.eq(countdown - 1)
-        with m.If((countdown != 0) & (holdoff == 0)):
+        with m.Elif(scanning):
             w = Signal(acquire_layout(cfg))
             w_counter = Signal(32)
-            m.d.comb += [w.eq(park[scan]), rd_scan.addr.eq(w.index), w_counter.eq(rd_scan.data)]
-            m.d.sync += scan.eq(Mux(scan == n - 1, 0, scan + 1))
-            with m.If(parked.bit_select(scan, 1)
-                      & acquire_condition(w.op, w_counter, w.value)):
-                m.d.sync += parked.bit_select(scan, 1).eq(0)
+            wc = Signal(cfg.chan_bits)
+            m.d.comb += [wc.eq(lowest_set(to_check, cfg.chan_bits)),
+                         park_rp.addr.eq(wc), w.eq(park_rp.data),
+                         rd_scan.addr.eq(w.index), w_counter.eq(rd_scan.data)]
+            rest = to_check & ~(Const(1, n) << wc)[:n]
+            m.d.sync += [to_check.eq(rest), scanning.eq(rest.any())]
+            with m.If(parked.bit_select(wc, 1) & acquire_condition(w.op, w_counter, w.value)):
+                parked_bits.clear(wc)
 
         # a channel in error is no longer waiting for anything
-        for i in range(n):
-            with m.If(self.halt[i]):
-                m.d.sync += parked[i].eq(0)
+        parked_bits.clear_mask(self.halt)
+        for bits in (busy_bits, stall_bits, parked_bits):
+            bits.commit()
 
-        m.d.comb += self.quiescent.eq(~fireable.any() & (fstate == FireState.IDLE)
-                                      & (countdown == 0))
+        m.d.comb += self.quiescent.eq(~fireable.any() & (fstate == FireState.IDLE) & ~scanning)
         return m

@@ -111,7 +111,9 @@ def cmd_run(args):
     else:
         workload = load_workload(args.workload)
         mc = args.max_connections or workload["max_connections"] or params.max_connections
-        check_config(params, mc, args.params)
+        check_config(params, mc, args.params,
+                     processes=[p["max_connections"] or mc
+                                for p in workload.get("processes") or ()] or None)
         check_run(workload, params, args.workload, max_connections=mc,
                   limits=not args.no_limits)
     backend = args.backend
@@ -279,57 +281,23 @@ def cmd_calibrate(args):
     return 0
 
 
-def connections_used(params):
-    """Every max_connections the bundled examples and reference scenarios run with (the
-    parameter set's where they give none)."""
-    import gpufe.sim
-    from gpufe.sim.analysis.scenarios import scenario_names, scenario_paths
-    from gpufe.sim.host.workload import load_workload
-    examples = pathlib.Path(gpufe.sim.__file__).parents[1] / "examples"
-    paths = sorted(examples.glob("*.json")) + [scenario_paths(n)[0] for n in scenario_names()]
-    return sorted({load_workload(p)["max_connections"] or params.max_connections
-                   for p in paths})
-
-
-def process_channels_used(params):
-    """The channel counts of the bundled scenarios that run several processes (each process
-    its own channels: max_connections + 2)."""
-    from gpufe.sim.analysis.scenarios import scenario_names, scenario_paths
-    from gpufe.sim.host.workload import load_workload
-    counts = set()
-    for n in scenario_names():
-        w = load_workload(scenario_paths(n)[0])
-        if w.get("processes"):
-            mc = w["max_connections"] or params.max_connections
-            counts.add(sum((p["max_connections"] or mc) + 2 for p in w["processes"]))
-    return sorted(counts)
-
-
 def cmd_build(args):
     import time
     from gpufe.sim.params import load, apply_settings, check_config
     from gpufe.sim.cosim.compiled import build_for, BackendUnavailable
     params = apply_settings(load(args.params), args.set)
-    values = set(args.max_connections or ())
-    if args.all:
-        values |= set(connections_used(params))
-    values = sorted(values) or [params.max_connections]
-    for mc in values:                   # every one checked before anything is built
-        check_config(params, mc, args.params)
-    builds = [(f"max_connections {mc} ({params.frontend_config(mc).channels} channels, "
-               f"params {params.name})", {"max_connections": mc}) for mc in values]
-    builds += [(f"several processes ({channels} channels, params {params.name})",
-                {"channels": channels})
-               for channels in (process_channels_used(params) if args.all else ())]
-    for what, config in builds:
-        t0 = time.monotonic()
-        try:
-            lib, cached = build_for(params, log=lambda m: print(m, file=sys.stderr), **config)
-        except BackendUnavailable as e:
-            print(f"gpufe build: {what}: {e}", file=sys.stderr)
-            return 1
-        print(f"gpufe build: {what}: " + (f"cached, {lib}" if cached else
-                                          f"built in {time.monotonic() - t0:.0f} s, {lib}"))
+    cfg = check_config(params, source=args.params)
+    what = (f"the front end of params {params.name} ({cfg.channels} hardware channels, "
+            f"{cfg.pbdmas} PBDMA{'s' if cfg.pbdmas > 1 else ''}: every max_connections and "
+            f"process count)")
+    t0 = time.monotonic()
+    try:
+        lib, cached = build_for(params, log=lambda m: print(m, file=sys.stderr))
+    except BackendUnavailable as e:
+        print(f"gpufe build: {what}: {e}", file=sys.stderr)
+        return 1
+    print(f"gpufe build: {what}: " + (f"cached, {lib}" if cached else
+                                      f"built in {time.monotonic() - t0:.0f} s, {lib}"))
     return 0
 
 
@@ -541,21 +509,16 @@ def main(argv=None):
                                        "minutes each) ahead of the runs that need it; say "
                                        "where it is if it is cached",
                          description="Builds the compiled FrontEnd that 'gpufe run' (backend "
-                                     "compiled) uses for a parameter set and a number of "
-                                     "connections, into the cache (~/.cache/gpufe or "
+                                     "compiled) uses for a parameter set (one model serves "
+                                     "every max_connections and process count: they are "
+                                     "driver settings), into the cache (~/.cache/gpufe or "
                                      "$GPUFE_CACHE), printing each stage; a first run would "
                                      "build it itself. Processes that need the same model "
                                      "wait for one build.")
     bld.add_argument("--params", default="h200", help="parameter set name or JSON file")
     bld.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="override one parameter of the set, as gpufe run --set (sizes such "
-                          "as fifo_depth or syncpoints make another model)")
-    bld.add_argument("--max-connections", type=_int_in(1, 32), nargs="+", metavar="N",
-                     help="CUDA_DEVICE_MAX_CONNECTIONS values to build for (default: the "
-                          "parameter set's)")
-    bld.add_argument("--all", action="store_true",
-                     help="also every value the bundled examples and reference scenarios use "
-                          "(and the models of the scenarios with several processes)")
+                          "as fifo_depth, hw_channels or pbdmas make another model)")
     bld.set_defaults(func=cmd_build)
 
     from gpufe.constraints.boards import BOARDS

@@ -140,9 +140,7 @@ def _simulate_processes(workload, params, mc, *, vcd, jumps, progress, backend, 
     ``pid`` (a bounded run gets the same JSONL and figures, but its memory is not bounded)."""
     procs = workload["processes"]
     mcs = [p.get("max_connections") or mc for p in procs]
-    channels = sum(m + 2 for m in mcs)
-    sim = CoSim(params, mcs[0], vcd=vcd, jumps=jumps, backend=backend, profiler=profiler,
-                channels=channels)
+    sim = CoSim(params, mcs[0], vcd=vcd, jumps=jumps, backend=backend, profiler=profiler)
     runtimes, base = [], 0
     for tsg, (p, m) in enumerate(zip(procs, mcs)):
         runtimes.append(Runtime(sim, Process(p["name"], tsg, base, m)))

@@ -46,7 +46,7 @@ from amaranth.lib import data, enum
 from amaranth.sim import Simulator
 
 INPUT_STREAMS = ("mmio", "dma_read_resp", "compute_done", "copy_done")
-OUTPUT_STREAMS = ("dma_read_req", "dma_write", "compute", "copy", "context")
+OUTPUT_STREAMS = ("dma_read_req", "dma_write", "compute", "copy", "context", "retired")
 BUSY_CAP = 50_000_000        # cycles the RTL may stay busy with nothing external happening
 _NEVER = 1 << 127            # a cycle no run reaches
 WAKE_NEVER = (1 << 64) - 1   # the FrontEnd's wake_at when it has no timer set
@@ -206,7 +206,7 @@ class PysimBackend(BackendBase):
         ports = {n: getattr(dut, n) for n in INPUT_STREAMS + OUTPUT_STREAMS}
 
         async def testbench(ctx):
-            for n in ("dma_read_req", "compute", "copy", "context"):
+            for n in ("dma_read_req", "compute", "copy", "context", "retired"):
                 ctx.set(ports[n].ready, 1)
             for n, v in self.settings.items():
                 ctx.set(getattr(dut, n), v)
@@ -298,6 +298,7 @@ class PysimBackend(BackendBase):
                 # settled outputs: an offered transfer goes to the host first
                 if (ctx.get(dut.dma_read_req.valid) or ctx.get(dut.compute.valid)
                         or ctx.get(dut.copy.valid) or ctx.get(dut.context.valid)
+                        or ctx.get(dut.retired.valid)
                         or (write_ready and ctx.get(dut.dma_write.valid))):
                     self._values = {}
                     for n in OUTPUT_STREAMS:

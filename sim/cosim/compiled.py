@@ -33,7 +33,7 @@ from gpufe.sim.cosim.backend import BackendBase, INPUT_STREAMS, BUSY_CAP
 
 # outputs that stop the C loop, in the order of the status block's offer bits; dma_write is
 # the next bit
-STOP_STREAMS = ("dma_read_req", "compute", "copy", "context")
+STOP_STREAMS = ("dma_read_req", "compute", "copy", "context", "retired")
 _OFFERS = {m: tuple(n for i, n in enumerate(STOP_STREAMS + ("dma_write",)) if m >> i & 1)
            for m in range(1 << (len(STOP_STREAMS) + 1))}
 
@@ -245,13 +245,12 @@ def build(dut, log=None):
                       make, progress)
 
 
-def build_for(params, max_connections=None, log=None, channels=None):
-    """The compiled model a run with parameter set ``params`` and ``max_connections`` (default:
-    the set's) uses, or one of ``channels`` in all (a run of several processes), built if it
-    is not cached: (path of the library, whether it was cached). The FrontEnd is made as the
-    co-simulation makes it."""
+def build_for(params, log=None):
+    """The compiled model every run with parameter set ``params`` uses (whatever its
+    ``max_connections`` and processes), built if it is not cached: (path of the library,
+    whether it was cached). The FrontEnd is made as the co-simulation makes it."""
     from gpufe.rtl.frontend import FrontEnd
-    dut = FrontEnd(params.frontend_config(max_connections, channels))
+    dut = FrontEnd(params.frontend_config())
     _elaborated_elsewhere(dut)
     lib = cached_library(dut)
     if lib is not None:
@@ -263,7 +262,7 @@ def _elaborated_elsewhere(dut):
     """Amaranth warns of a design object it never elaborated: a cached build is never
     converted here, so say it is used."""
     for part in (dut, dut.doorbell, dut.fetcher, dut.fifo, dut.cp, dut.syncpoint, dut.walker,
-                 dut.runlist):
+                 dut.runlist, dut.pbdma):
         part._MustUse__silence = True
 
 
@@ -415,7 +414,7 @@ class CxxrtlBackend(BackendBase):
         return self.unpack(name, bits & ((1 << self._widths.get(name, 1)) - 1))
 
     def drive(self, harness):
-        for n in ("dma_read_req", "compute", "copy", "context"):
+        for n in STOP_STREAMS:
             self.lib.gpufe_set(self.h, self._object(f"{n}__ready"), self._words(1))
         for n, v in self.settings.items():
             self.lib.gpufe_set(self.h, self._object(n), self._words(v))

@@ -44,13 +44,13 @@ PROFILERS = ("off", "cupti")
 
 class CoSim:
     def __init__(self, params, max_connections=None, *, vcd=None, jumps=True, backend="pysim",
-                 profiler="off", channels=None):
+                 profiler="off"):
         if profiler not in PROFILERS:
             raise ValueError(f"profiler {profiler!r}: one of {', '.join(PROFILERS)}")
         self.p = params
         self.profiler = profiler
         self.max_connections = max_connections or params.max_connections
-        self.cfg = params.frontend_config(self.max_connections, channels)
+        self.cfg = params.frontend_config()
         self.dut = FrontEnd(self.cfg)
         self.cycle_ps = ps(params.cycle_ns)
         self.backend = make_backend(backend, self.dut, self.cycle_ps, jumps, vcd)
@@ -72,7 +72,7 @@ class CoSim:
         # taken by the driver, given back by the engines once they have read them
         self.descriptors = BlockPool(self.mem, DESCRIPTOR_ALIGN, DESCRIPTOR_ALIGN)
         self.reader = DescriptorReader(self.mem, self.descriptors)
-        self.segment_ends = {}            # push-buffer byte address past a segment -> callback
+        self.retire_hooks = {}            # channel -> callback(GP_GET, t_ps) as it moves on
         # told of every kernel and copy dispatched and ended, or None
         self.activity = None
         # CPU threads: [generator, (predicate, why) it waits for or None, done]
@@ -281,6 +281,12 @@ class CoSim:
                 self.activity.dispatched(job, self.ev.now // 1000)
             self.copies.launch(job)
 
+        if "retired" in offers:
+            rec = b.get("retired__payload")
+            hook = self.retire_hooks.get(rec.channel)
+            if hook is not None:
+                hook(rec.get, t + self._visible_ps)
+
         if "context" in offers:
             rec = b.get("context__payload")
             if not rec.run:
@@ -302,12 +308,6 @@ class CoSim:
         self.backend.push_packed("dma_read_resp",
                                  [-(-(start + i * step) // cps) for i in range(rq.count)], values)
         self._resp_free_ps = start + rq.count * step
-        end = rq.address + 4 * rq.count
-        cb = self.segment_ends.pop(end, None)
-        if cb is not None:
-            # the GPU has read the whole segment: its ring entry and buffer are free again
-            # once GP_GET is written back
-            self.ev.at(start + rq.count * step + self._visible_ps, cb)
 
     # -- running ---------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@
   read them; copy destinations from a bump allocator over device memory.
 """
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from gpufe.rtl.layouts import DEVICE_MEMORY_BASE, DEVICE_ALLOC_ALIGN
@@ -31,12 +32,15 @@ class Channel:
     ring_entries: int
     pb_bytes: int
     put: int = 0
-    outstanding: int = 0            # GPFIFO entries the GPU has not finished reading
+    outstanding: int = 0            # GPFIFO entries the GPU has not decoded to their end
     pb_used: int = 0
     priority: int = 0
     # (PushBuffer, launch descriptor address or None) of calls not kicked off yet
     pending: list = field(default_factory=list)
     pb_ring: SegmentRing = None     # the push buffer in host memory, segments carved from it
+    get: int = 0                    # the last GP_GET the front end reported
+    # push-buffer bytes of each entry kicked off and not yet decoded, oldest first
+    kicked: deque = field(default_factory=deque)
 
 
 class Umd:
@@ -57,6 +61,7 @@ class Umd:
         ch = Channel(cid, kind, base, entries, self.p.pushbuffer_bytes,
                      pb_ring=SegmentRing(self.sim.mem, self.p.pushbuffer_bytes))
         self.kmd.create_channel(cid, base, entries)
+        self.sim.retire_hooks[cid] = lambda get, t, ch=ch: self._retired(ch, get, t)
         if self.process.tsg:
             self.kmd.assign_tsg(cid, self.process.tsg)
         return ch
@@ -138,12 +143,23 @@ class Umd:
             if descriptor is not None:
                 mem.write_dwords(descriptor + offset, submitted)
         ch.pending = []
+        ch.kicked.append(nbytes)
+        self.kmd.ring_doorbell(ch.id, ch.put)
+        return blocked
 
-        def consumed():
+    def _retired(self, ch, get, t_ps):
+        """The front end moved the channel's GP_GET to ``get``: the entries before it are
+        decoded, their ring slots and push-buffer segments free once the update is visible
+        (``t_ps``)."""
+        n = (get - ch.get) % ch.ring_entries
+        ch.get = get
+        if n:
+            self.sim.ev.at(max(t_ps, self.sim.ev.now), self._free, ch,
+                           [ch.kicked.popleft() for _ in range(n)])
+
+    def _free(self, ch, sizes):
+        for nbytes in sizes:
             ch.outstanding -= 1
             ch.pb_used -= nbytes
             ch.pb_ring.release()
-            self.sim.poke_cpu()
-        self.sim.segment_ends[seg + nbytes] = consumed
-        self.kmd.ring_doorbell(ch.id, ch.put)
-        return blocked
+        self.sim.poke_cpu()

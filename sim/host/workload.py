@@ -726,7 +726,7 @@ def check_run(workload, params, source=None, *, max_connections=None, limits=Tru
         raise WorkloadError(f"{where}: {_fmt(t['streams'])} streams; the model has "
                             f"{params.syncpoints} syncpoints, one per stream (parameter "
                             f"syncpoints)")
-    most_nodes = params.frontend_config(max_connections).graph_nodes_max
+    most_nodes = params.frontend_config().graph_nodes_max
     for name, nodes in t["graph_sizes"].items():
         if nodes > most_nodes:
             raise WorkloadError(f"{where}: graph {name!r} captures {_fmt(nodes)} nodes; the "

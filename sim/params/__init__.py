@@ -125,7 +125,11 @@ class Params:
     pushbuffer_bytes: int = _p("push-buffer bytes per channel", "bytes", 4096, 1 << 30)
     max_connections: int = _p("CUDA_DEVICE_MAX_CONNECTIONS default (1..32)", "connections",
                               1, 32)
-    # -- front end sizes (RTL generics; channels follow max_connections) --
+    # -- front end sizes (RTL generics: one build serves every driver setting) --
+    hw_channels: int = _p("hardware channels (their contexts in SRAM); the KMD gives each "
+                          "process max_connections + 2 of them", "channels", 1, 256)
+    pbdmas: int = _p("PBDMA units: channels resident (fetched and decoded) at once", "units",
+                     1, 16)
     fifo_depth: int = _p("FIFO SRAM dwords", "dwords", 64, 65536)
     slot_words: int = _p("FIFO allocation granule in dwords", "dwords", 1, 256)
     syncpoints: int = _p("on-chip syncpoint counters", "counters", 1, 4096)
@@ -135,14 +139,13 @@ class Params:
     def cycle_ns(self):
         return 1.0 / self.clock_ghz
 
-    def frontend_config(self, max_connections=None, channels=None):
-        """RTL sizes for a run, every one that is a parameter taken from this set: one compute
-        channel per connection plus H2D and D2H (``channels``: that many in all, for several
-        processes), the FIFO, the GPFIFO ring, the syncpoints, the DMA burst. (The rest of
-        :class:`FrontEndConfig` are RTL constants, not parameters.)"""
-        mc = max_connections or self.max_connections
-        return FrontEndConfig(channels=channels or mc + 2, fifo_depth=self.fifo_depth,
-                              slot_words=self.slot_words,
+    def frontend_config(self):
+        """RTL sizes, every one that is a parameter taken from this set: the hardware
+        channels and PBDMAs, the FIFO, the GPFIFO ring, the syncpoints, the DMA burst. (The
+        rest of :class:`FrontEndConfig` are RTL constants, not parameters.) No driver setting
+        enters: one compiled model serves every ``max_connections`` and process count."""
+        return FrontEndConfig(channels=self.hw_channels, pbdmas=self.pbdmas,
+                              fifo_depth=self.fifo_depth, slot_words=self.slot_words,
                               gp_entries_log2_max=bits_for(self.gpfifo_entries),
                               syncpoints=self.syncpoints, dma_burst=self.dma_burst)
 
@@ -181,7 +184,8 @@ GROUPS = (("the set", "name"), ("device", "device"), ("copy engines", "copy_late
            "taken)", "cupti_launch_ns"),
           ("the host scheduler (runlist, TSGs, PBDMA)", "tsg_timeslice_ns"),
           ("driver structures", "gpfifo_entries"),
-          ("front end sizes (RTL generics; channels follow max_connections)", "fifo_depth"))
+          ("front end sizes (RTL generics: one build serves every driver setting)",
+           "hw_channels"))
 
 
 class ParamsError(ValueError):
@@ -269,14 +273,22 @@ def check(raw, source, base=None, name=None):
     return p
 
 
-def check_config(params, max_connections, source=None):
-    """The front end this parameter set builds for ``max_connections`` channels, or
-    :class:`ParamsError` saying why it cannot be built."""
+def check_config(params, max_connections=None, source=None, processes=None):
+    """The front end this parameter set builds, or :class:`ParamsError` saying why it cannot
+    be built or cannot hold the run's channels: one process of ``max_connections`` (the set's
+    default when None) compute channels, or ``processes`` (a list of each process's
+    max_connections), each with its two copy channels."""
     try:
-        return params.frontend_config(max_connections)
+        cfg = params.frontend_config()
     except ValueError as e:
-        raise ParamsError(f"{source or params.name}: with max_connections {max_connections}: "
-                          f"{e}") from None
+        raise ParamsError(f"{source or params.name}: {e}") from None
+    mcs = processes or [max_connections or params.max_connections]
+    need = sum(mc + 2 for mc in mcs)
+    if need > cfg.channels:
+        raise ParamsError(f"{source or params.name}: {len(mcs)} process(es) with "
+                          f"max_connections {', '.join(map(str, mcs))} need {need} channels; "
+                          f"the front end has hw_channels = {cfg.channels}")
+    return cfg
 
 
 def set_names():

@@ -12,6 +12,11 @@ from tests.helpers import simulate
 
 CYCLES = 3000
 
+WRAP_BUG = ("RTL bug (rtl/pbdma.py, binding): a channel switched out with part of its ring's "
+            "last entry left comes back fetching entry get + 1 unwrapped (4 in a 4-entry "
+            "ring), reads the push buffer after the ring as a GPFIFO entry and faults "
+            "(FETCH_FAULT); see test_frontend's last_ring_entry case")
+
 
 def test_host_image_rings_point_at_their_segments():
     words, rings = host_image(SMALL, 1024)
@@ -30,10 +35,14 @@ def test_host_image_too_small_is_refused():
         host_image(SMALL, 64)
 
 
+@pytest.mark.xfail(strict=True, reason=WRAP_BUG)
 def test_exerciser_drives_every_path_of_the_frontend():
     top = ExerciserTop(SMALL, host_words=1024)
     fe = top.frontend
     seen = {"compute": 0, "graph": 0, "copy": 0, "dma_write": 0, "irq": 0, "leds": set()}
+    # GP_GET of each channel as the PBDMAs write it back (the MMIO read port is the
+    # sequencer's): the values, and the entries decoded (steps forward around the ring)
+    gp_get = {c: [0] for c in range(SMALL.channels)}
 
     async def tb(ctx):
         for _ in range(CYCLES):
@@ -46,9 +55,11 @@ def test_exerciser_drives_every_path_of_the_frontend():
             seen["dma_write"] += ctx.get(fe.dma_write.valid)
             seen["irq"] |= ctx.get(fe.irq)
             seen["leds"].add(ctx.get(top.leds))
+            if ctx.get(fe.retired.valid):
+                r = ctx.get(fe.retired.payload)
+                gp_get[r.channel].append(r.get)
         seen["errors"] = ctx.get(fe.cp.error_mask)
         seen["status"] = ctx.get(fe.doorbell.status) & 7
-        seen["gp_get"] = [ctx.get(fe.doorbell.gp_get[c]) for c in range(SMALL.channels)]
 
     simulate(top, tb)
     # every channel ran through its ring more than once: kernels, graph nodes, copies and
@@ -60,8 +71,19 @@ def test_exerciser_drives_every_path_of_the_frontend():
     assert seen["dma_write"] >= SMALL.channels
     assert seen["irq"] == 1
     assert len(seen["leds"]) > 16
+    # every channel's GP_GET stayed in its ring and moved on by several entries
+    ring = 1 << RING_LOG2
+    decoded = {c: sum((b - a) % ring for a, b in zip(v, v[1:])) for c, v in gp_get.items()}
+    assert all(0 <= g < ring for v in gp_get.values() for g in v)
+    assert all(n >= 2 for n in decoded.values()), decoded
+    assert sum(decoded.values()) >= 4 * SMALL.channels, decoded
 
 
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="not the RTL: FrontEndConfig's default is now 128 hardware channels, "
+                          "and ExerciserTop's default host image (host_words=2048) cannot hold "
+                          "their rings and segments (8192 dwords would): host_image raises "
+                          "ValueError, so `gpufe synth --check` fails with the defaults")
 def test_default_fpga_design_elaborates_and_converts():
     line = synth.check(synth.fpga_config())
     assert "converted" in line

@@ -27,7 +27,7 @@ def lowest_set_outputs(width, patterns):
 
 def test_lowest_set_is_the_index_of_the_lowest_one_bit_or_zero():
     rng = random.Random(3)
-    for width in (1, 2, 3, 5, 8, 13, 32, 64):
+    for width in (1, 2, 3, 5, 8, 13, 32, 64, 160, 256):
         patterns = [0, (1 << width) - 1] + [1 << i for i in range(width)]
         patterns += [rng.getrandbits(width) for _ in range(200)]
         expected = [(p & -p).bit_length() - 1 if p else 0 for p in patterns]

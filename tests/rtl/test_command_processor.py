@@ -1,69 +1,137 @@
-from collections import deque
+"""The command processor alone: the PBDMA units, their FIFO partitions, the syncpoint unit and
+the engines are Python models driving its ports."""
+
+from collections import defaultdict, deque
+from dataclasses import replace
+
+import pytest
 
 from gpufe.rtl.command_processor import CommandProcessor
 from gpufe.rtl.config import SMALL
-from gpufe.rtl.layouts import (Method, SemOp, ChannelState, ErrorCause, Subchannel)
+from gpufe.rtl.syncpoint import ReleaseKind
+from gpufe.rtl.layouts import Method, SemOp, ChannelState, ErrorCause, Subchannel, CPState
 from gpufe.sim.host.encode import PushBuffer, sem_execute, syncpoint_address
 from tests.helpers import simulate
 
-CFG = SMALL
+CFG = SMALL                              # 8 hardware channels, 2 PBDMAs
+CFG4 = replace(SMALL, pbdmas=4)          # 4 PBDMAs, for arbitration among more than two
 
 
 class Harness:
-    """The CP alone: FIFOs, syncpoint unit and engines as Python models."""
+    """The CP alone, its surroundings as Python models.
 
-    def __init__(self, priorities=None, eligible=None, costs=None):
-        self.dut = CommandProcessor(CFG)
-        # channels the runlist serves (all by default), and ctx_save/ctx_load/... cycles
-        self.eligible = (1 << CFG.channels) - 1 if eligible is None else eligible
+    Each PBDMA holds one channel (``bound``); the dwords its FIFO partition would hold are the
+    channel's own queue (``words``): what the CP does not pop before the channel leaves is what
+    the real PBDMA throws away and fetches again when the channel returns. ``move(p, c)``
+    switches PBDMA ``p`` to channel ``c`` (None: none) as PbdmaUnits does: it stops running,
+    waits until the CP no longer holds the context (``holding``), then binds the new channel
+    and runs it.
+    """
+
+    def __init__(self, cfg=CFG, priorities=None, costs=None):
+        self.cfg = cfg
+        self.dut = CommandProcessor(cfg)
         self.costs = costs or {}
-        self.fifo = [deque() for _ in range(CFG.channels)]
-        self.priorities = priorities or {}
+        self.priorities = priorities or {}       # channel -> PRIORITY
+        self.words = defaultdict(deque)          # channel -> dwords fetched, not popped
+        self.bound = [None] * cfg.pbdmas         # channel on each PBDMA
+        self.running = set()                     # PBDMAs in RUN
+        self.moves = {}                          # PBDMA -> channel to bind once drained
         self.releases, self.acquires, self.launches, self.copies = [], [], [], []
-        self.launch_cycles = []         # cycle of each launch offered
-        self.parked = set()             # channels parked by an unmet acquire
-        self.busy = set()               # channels whose release slot is taken
+        self.launch_cycles = []                  # cycle each launch is taken
+        self.pops = []                           # (cycle, PBDMA, channel) of each dword popped
+        self.trace = []                          # per cycle: (state, holding, CP channel)
+        self.wake = {}                           # cycle -> wake_at
+        self.parked = set()                      # channels parked by an unmet acquire
+        self.busy = set()                        # channels whose release slot is taken
+        self.full = False                        # the release pool is full
+        self.stall = set()                       # channels held by a timestamp release
         self.counters = {}
-        self.states = {}
-        self.actions = {}               # cycle -> callable(harness)
+        self.states = {}                         # channel -> (ChannelState, ErrorCause), last
+        self.replay = 0
+        self.interrupt = self.interrupt_status = self.error_mask = 0
+        self.actions = {}                        # cycle -> callable(harness)
+        self.watchers = []                       # callable(harness, cycle), every cycle
+
+    def bind(self, pbdma, channel, pb=None):
+        """Channel ``channel`` resident and running on ``pbdma`` from the start."""
+        self.bound[pbdma] = channel
+        self.running.add(pbdma)
+        if pb is not None:
+            self.push(channel, pb)
+        return self
 
     def push(self, channel, pb):
-        self.fifo[channel].extend(pb.words)
+        self.words[channel].extend(pb.words)
+        return self
+
+    def move(self, pbdma, channel):
+        self.moves[pbdma] = channel
 
     def run(self, cycles):
-        dut = self.dut
+        dut, cfg = self.dut, self.cfg
 
         async def tb(ctx):
-            for c, p in self.priorities.items():
-                ctx.set(dut.priority[c], p)
             ctx.set(dut.compute.ready, 1)
             ctx.set(dut.copy.ready, 1)
+            ctx.set(dut.graph.ready, 1)
             ctx.set(dut.all_complete, 1)
-            ctx.set(dut.eligible, self.eligible)
             for name, value in self.costs.items():
                 ctx.set(getattr(dut, name), value)
             popped = None
             for cycle in range(cycles):
-                ctx.set(dut.now, cycle)          # a cycle is a ns: costs are deadlines on now
+                ctx.set(dut.now, cycle)          # a cycle is a ns: holds are deadlines on now
                 if cycle in self.actions:
                     self.actions[cycle](self)
+                for w in self.watchers:
+                    w(self, cycle)
+                # the PBDMA units: switch a channel out, then the next one in
+                holding = ctx.get(dut.holding)
+                for p, c in list(self.moves.items()):
+                    if p in self.running:
+                        self.running.discard(p)
+                    elif not holding >> p & 1:
+                        self.bound[p] = c
+                        if c is not None:
+                            self.running.add(p)
+                        del self.moves[p]
                 # inputs
+                for p in range(cfg.pbdmas):
+                    c = self.bound[p]
+                    ctx.set(dut.pbdma_channel[p], c or 0)
+                    ctx.set(dut.priority[p], self.priorities.get(c, 0) if c is not None else 0)
+                ctx.set(dut.running, sum(1 << p for p in self.running))
+                ctx.set(dut.nonempty, sum(1 << p for p in range(cfg.pbdmas)
+                                          if self.bound[p] is not None
+                                          and self.words[self.bound[p]]))
                 ctx.set(dut.read_data, popped if popped is not None else 0xDEAD)
-                ctx.set(dut.nonempty, sum(1 << c for c in range(CFG.channels) if self.fifo[c]))
                 ctx.set(dut.parked, sum(1 << c for c in self.parked))
                 ctx.set(dut.release_busy, sum(1 << c for c in self.busy))
+                ctx.set(dut.release_full, self.full)
+                ctx.set(dut.release_stall, sum(1 << c for c in self.stall))
                 acq = ctx.get(dut.acquire.payload)
                 met = self.counters.get(acq.index, 0) >= acq.value
                 ctx.set(dut.acquire_met, met)
                 # outputs taken at the coming edge
+                holding = ctx.get(dut.holding)
+                for p in range(cfg.pbdmas):
+                    # the PBDMA protocol: a channel never leaves while the CP holds it
+                    assert not (holding >> p & 1) or self.bound[p] is not None
+                self.trace.append((ctx.get(dut.state), holding, ctx.get(dut.channel)))
+                self.wake[cycle] = ctx.get(dut.wake_at)
                 popped = None
                 if ctx.get(dut.read_pop):
-                    popped = self.fifo[ctx.get(dut.read_channel)].popleft()
+                    p = ctx.get(dut.read_pbdma)
+                    c = self.bound[p]
+                    assert p in self.running and c is not None and self.words[c]
+                    popped = self.words[c].popleft()
+                    self.pops.append((cycle, p, c))
                 if ctx.get(dut.release.valid):
                     r = ctx.get(dut.release.payload)
                     self.releases.append({"channel": r.channel, "address": r.address,
                                           "payload": r.payload, "kind": r.kind, "wfi": r.wfi,
-                                          "timestamp": r.timestamp, "seq": r.seq})
+                                          "timestamp": r.timestamp, "seq": r.seq,
+                                          "cycle": cycle})
                 if ctx.get(dut.acquire.valid):
                     self.acquires.append((acq.channel, acq.index, acq.value, met))
                     if not met:
@@ -75,15 +143,24 @@ class Harness:
                 if ctx.get(dut.copy.valid):
                     c = ctx.get(dut.copy.payload)
                     self.copies.append((c.channel, c.seq, c.src, c.dst, c.length, c.flags))
-                for c in range(CFG.channels):
+                for c in range(cfg.channels):
                     ctx.set(dut.query_channel, c)
                     w = ctx.get(dut.query_state)
                     self.states[c] = (ChannelState(w & 0xF), ErrorCause(w >> 4))
+                self.replay = ctx.get(dut.replay)
+                self.interrupt = ctx.get(dut.interrupt)
+                self.interrupt_status = ctx.get(dut.interrupt_status)
+                self.error_mask = ctx.get(dut.error_mask)
                 await ctx.tick()
 
         simulate(dut, tb)
         return self
 
+    def launch_order(self):
+        return [ch for ch, _, _ in self.launches]
+
+
+# -- decoding ---------------------------------------------------------------------------------
 
 def test_inc_non_inc_one_inc_and_immediate_headers():
     h = Harness()
@@ -94,148 +171,257 @@ def test_inc_non_inc_one_inc_and_immediate_headers():
     pb.immd(Method.SEM_EXECUTE, sem_execute(SemOp.RELEASE))      # IMMD execute
     pb.one_incr(Method.SEM_ADDR_LO, 0x100, 0x7, 0x3F)            # ONE_INC: LO, then HI twice
     pb.incr(Method.SEM_EXECUTE, sem_execute(SemOp.RELEASE, release_wfi=True))
-    h.push(0, pb)
+    h.bind(1, 6, pb)
     h.run(150)
-    assert [(r["address"], r["payload"], r["wfi"]) for r in h.releases] == [
-        (sp, 0x1_0000_0005, 1), (sp, 3, 0), (0x3F_0000_0100, 3, 1)]
-    assert h.states[0][0] == ChannelState.IDLE
+    assert [(r["channel"], r["address"], r["payload"], r["wfi"]) for r in h.releases] == [
+        (6, sp, 0x1_0000_0005, 1), (6, sp, 3, 0), (6, 0x3F_0000_0100, 3, 1)]
+    assert len(h.pops) == len(pb.words)                          # every dword popped once
+    assert {(p, c) for _, p, c in h.pops} == {(1, 6)}
+    assert h.states[6][0] == ChannelState.IDLE
 
 
-def test_launch_and_copy_records_carry_channel_and_sequence():
+def test_launch_and_copy_records_carry_the_hardware_channel_and_sequence():
     h = Harness()
-    h.push(1, PushBuffer().launch(0x1234_5600).copy(0xAB_0000_1000, 0xCD_0000_2000, 777, 5)
+    # channel 5 on PBDMA 0: the records name the channel, not the PBDMA
+    h.bind(0, 5, PushBuffer().launch(0x1234_5600).copy(0xAB_0000_1000, 0xCD_0000_2000, 777, 5)
            .launch(0x1234_5700))
     h.run(120)
-    assert h.launches == [(1, 0, 0x1234_5600), (1, 2, 0x1234_5700)]
-    assert h.copies == [(1, 1, 0xAB_0000_1000, 0xCD_0000_2000, 777, 5)]
+    assert h.launches == [(5, 0, 0x1234_5600), (5, 2, 0x1234_5700)]
+    assert h.copies == [(5, 1, 0xAB_0000_1000, 0xCD_0000_2000, 777, 5)]
 
 
-def _two_launches_per_channel(h):
-    for c in range(4):
+# -- arbitration among the PBDMAs --------------------------------------------------------------
+
+def _two_launches_on_each_pbdma(h, channels):
+    """PBDMA p holds channels[p], with two launches."""
+    for p, c in enumerate(channels):
         pb = PushBuffer()
         for k in range(2):
             pb.launch(0x1000_0000 + 0x100 * (10 * c + k))
-        h.push(c, pb)
+        h.bind(p, c, pb)
 
 
-def test_higher_priority_channel_first_and_the_pbdma_stays_on_a_channel_with_work():
-    # no channel timeslice: a channel keeps the PBDMA until it runs out of work
-    h = Harness(priorities={0: 0, 1: 2, 2: 2, 3: 0})
-    _two_launches_per_channel(h)
-    h.run(200)
-    order = [ch for ch, _, _ in h.launches]
-    assert order[:4] == [1, 1, 2, 2]
-    assert order[4:] in ([0, 0, 3, 3], [3, 3, 0, 0])
+def test_higher_priority_pbdma_first_and_the_cp_stays_on_a_pbdma_whose_channel_has_work():
+    # no channel timeslice: a channel keeps the CP until it runs out of work; the priority is
+    # the channel's (channels 7 and 4 of level 2 on PBDMAs 1 and 2)
+    h = Harness(CFG4, priorities={6: 0, 7: 2, 4: 2, 1: 0})
+    _two_launches_on_each_pbdma(h, [6, 7, 4, 1])
+    h.run(250)
+    order = h.launch_order()
+    assert order[:4] == [7, 7, 4, 4]
+    assert order[4:] in ([6, 6, 1, 1], [1, 1, 6, 6])
 
 
-def test_channel_timeslice_round_robin_within_a_level():
-    # a timeslice of one cycle: after each dispatch the channel yields to a waiting one
-    h = Harness(priorities={0: 0, 1: 2, 2: 2, 3: 0}, costs={"ch_timeslice": 1})
-    _two_launches_per_channel(h)
-    h.run(200)
-    order = [ch for ch, _, _ in h.launches]
-    assert order[:4] == [1, 2, 1, 2]
-    assert order[4:] in ([0, 3, 0, 3], [3, 0, 3, 0])
+def test_a_pbdma_of_greater_priority_takes_the_cp_after_the_current_dispatch():
+    # channel 2 (level 0) decodes; channel 3 (level 3) gets work while it does: the CP goes to
+    # it after channel 2's dispatch, then comes back to channel 2
+    h = Harness(priorities={2: 0, 3: 3})
+    h.bind(0, 2, PushBuffer().launch(0x2000).launch(0x2100).launch(0x2200))
+    h.bind(1, 3)
+    h.actions[3] = lambda hh: hh.push(3, PushBuffer().launch(0x3000))
+    h.run(150)
+    assert [(c, d) for c, _, d in h.launches] == [(2, 0x2000), (3, 0x3000), (2, 0x2100),
+                                                  (2, 0x2200)]
+
+
+def test_channel_timeslice_round_robin_among_pbdmas_within_a_level():
+    # a timeslice of one ns: after each dispatch the channel yields to a waiting PBDMA
+    h = Harness(CFG4, priorities={6: 0, 7: 2, 4: 2, 1: 0}, costs={"ch_timeslice": 1})
+    _two_launches_on_each_pbdma(h, [6, 7, 4, 1])
+    h.run(250)
+    order = h.launch_order()
+    assert order[:4] == [7, 4, 7, 4]
+    assert order[4:] in ([6, 1, 6, 1], [1, 6, 1, 6])
 
 
 def _dispatch_cycles(costs, channels):
-    """Cycles at which the launches of one launch per channel are dispatched."""
+    """Cycles at which the launches of one launch per channel (PBDMA p: channels[p]) are
+    dispatched."""
     h = Harness(costs=costs)
-    for c in channels:
-        h.push(c, PushBuffer().launch(0x1000 * (c + 1)))
-    h.run(400)
-    return h.launch_cycles
+    for p, c in enumerate(channels):
+        h.bind(p, c, PushBuffer().launch(0x1000 * (c + 1)))
+    h.run(300)
+    return h
 
 
-def test_context_save_and_load_cost_their_cycles_at_each_switch():
-    base = _dispatch_cycles({}, [0, 1, 2])
-    slow = _dispatch_cycles({"ctx_save": 20, "ctx_load": 30}, [0, 1, 2])
-    assert len(base) == len(slow) == 3
-    # the first channel is loaded (nothing to save), the others saved and loaded; a wait
-    # is a deadline on now (a cycle a ns here), and even a wait of 0 takes its one cycle
-    assert slow[0] - base[0] == 30 - 1
-    assert [b - a for a, b in zip(slow, slow[1:])] == [
-        b - a + (20 - 1) + (30 - 1) for a, b in zip(base, base[1:])]
-
-
-def test_launch_hold_holds_the_pbdma_after_each_launch():
-    base = _dispatch_cycles({}, [0, 1])
-    held = _dispatch_cycles({"launch_hold": 40}, [0, 1])
+def test_launch_hold_holds_the_cp_after_each_launch():
+    base = _dispatch_cycles({}, [3, 5]).launch_cycles
+    h = _dispatch_cycles({"launch_hold": 40}, [3, 5])
+    held = h.launch_cycles
+    assert len(base) == len(held) == 2
     assert held[0] == base[0]
     assert held[1] - held[0] == base[1] - base[0] + 40
+    # the hold is a deadline on now: wake_at tells it while the CP waits, all ones otherwise
+    first = held[0]
+    assert h.wake[first] == (1 << 64) - 1
+    assert h.wake[first + 1] == first + 40
+    assert h.wake[first + 39] == first + 40
+    assert h.wake[first + 40] == (1 << 64) - 1
+    assert all(h.trace[t][0] == CPState.HOLD for t in range(first + 1, first + 41))
 
 
-def test_only_eligible_channels_are_served():
-    h = Harness(eligible=0b0101)
-    _two_launches_per_channel(h)
-    h.run(200)
-    assert sorted({ch for ch, _, _ in h.launches}) == [0, 2]
-    assert len(h.launches) == 4
+def test_only_running_pbdmas_are_decoded():
+    # PBDMA 1's channel is loading (not running) until cycle 60: nothing of it is popped
+    h = Harness()
+    h.bind(0, 2, PushBuffer().launch(0x2000).launch(0x2100))
+    h.bind(1, 4, PushBuffer().launch(0x4000))
+    h.running.discard(1)
+    h.actions[60] = lambda hh: hh.running.add(1)
+    h.run(120)
+    assert all(p == 0 for t, p, _ in h.pops if t < 60)
+    assert [(c, d) for c, _, d in h.launches] == [(2, 0x2000), (2, 0x2100), (4, 0x4000)]
+    assert min(t for t, p, _ in h.pops if p == 1) >= 60
 
 
-def test_unmet_acquire_parks_one_channel_and_the_other_runs():
+def test_unmet_acquire_parks_one_channel_and_the_other_pbdmas_channel_runs():
     h = Harness()
     sp = syncpoint_address(CFG, 1)
-    h.push(0, PushBuffer().sem_acquire(sp, 1).launch(0x1000))
-    h.push(1, PushBuffer().launch(0x2000).launch(0x2100))
+    h.bind(0, 3, PushBuffer().sem_acquire(sp, 1).launch(0x1000))
+    h.bind(1, 6, PushBuffer().launch(0x2000).launch(0x2100))
+    seen = {}
 
     def release(harness):
+        seen["parked"] = harness.states[3][0]
         harness.counters[1] = 1
-        harness.parked.discard(0)
+        harness.parked.discard(3)
     h.actions[100] = release
     h.run(160)
-    assert h.acquires[0] == (0, 1, 1, False)
+    assert h.acquires[0] == (3, 1, 1, False)
+    assert seen["parked"] == ChannelState.PARKED
     launches = [(c, d) for c, _, d in h.launches]
-    assert launches[:2] == [(1, 0x2000), (1, 0x2100)]
-    assert launches[2:] == [(0, 0x1000)]
+    assert launches[:2] == [(6, 0x2000), (6, 0x2100)]
+    assert launches[2:] == [(3, 0x1000)]
+    assert h.launch_cycles[2] > 100
 
 
-def _wake_to_dispatch(costs, woken):
-    """Channels 0 and 1 both park on an acquire; at cycle 300 channel ``woken``'s syncpoint
-    is released: cycles from then to its launch."""
-    h = Harness(costs=costs)
-    for c in (0, 1):
-        h.push(c, PushBuffer().sem_acquire(syncpoint_address(CFG, c + 1), 1).launch(0x1000 + 0x100 * c))
-
-    def release(harness):
-        harness.counters[woken + 1] = 1
-        harness.parked.discard(woken)
-    h.actions[300] = release
-    h.run(450)
-    (cycle,) = h.launch_cycles
-    return cycle - 300
-
-
-def test_a_parked_channel_is_switched_out_at_once_when_another_has_work():
-    costs = {"ctx_save": 20, "ctx_load": 30}
-    # channel 1 parked last: the PBDMA switched it out as it parked, so waking either
-    # channel costs a load, not a save and a load
-    assert _wake_to_dispatch(costs, 0) == _wake_to_dispatch(costs, 1)
-    assert _wake_to_dispatch(costs, 0) - _wake_to_dispatch({}, 0) == 30 - 1
-
-
-def test_release_on_a_busy_slot_blocks_the_channel_until_free():
+@pytest.mark.parametrize("why", ["release_busy", "release_full"])
+def test_release_on_a_busy_slot_blocks_the_channel_until_free(why):
     h = Harness()
     sp = syncpoint_address(CFG, 0)
-    h.busy.add(0)
-    h.push(0, PushBuffer().sem_release(sp, 9).launch(0x3000))
-    h.push(1, PushBuffer().launch(0x4000))
-    states = []
-    h.actions[60] = lambda hh: states.append(dict(hh.states))
-    h.actions[80] = lambda hh: hh.busy.discard(0)
+    if why == "release_busy":
+        h.busy.add(2)                    # channel 2's slot is taken
+    else:
+        h.full = True                    # the pool is full: no channel may post a release
+
+    def free(hh):
+        hh.busy.discard(2)
+        hh.full = False
+    h.bind(0, 2, PushBuffer().sem_release(sp, 9).launch(0x3000))
+    h.bind(1, 5, PushBuffer().launch(0x4000))
+    seen = []
+    h.actions[60] = lambda hh: seen.append((dict(hh.states), hh.replay))
+    h.actions[80] = free
     h.run(140)
-    assert states[0][0][0] == ChannelState.BLOCKED
-    assert [r["payload"] for r in h.releases] == [9]
-    assert [(c, d) for c, _, d in h.launches] == [(1, 0x4000), (0, 0x3000)]
+    states, replay = seen[0]
+    assert states[2][0] == ChannelState.BLOCKED
+    assert replay == 1 << 2                      # the SEM_EXECUTE word waits to be replayed
+    assert [(r["channel"], r["payload"]) for r in h.releases] == [(2, 9)]
+    assert h.releases[0]["cycle"] >= 80
+    assert [(c, d) for c, _, d in h.launches] == [(5, 0x4000), (2, 0x3000)]
+    assert h.replay == 0
+    assert h.states[2][0] == ChannelState.IDLE
 
 
 def test_illegal_method_errors_one_channel_with_cause_and_interrupt():
     h = Harness()
-    h.push(0, PushBuffer().incr(0x31, 0).launch(0x1000))
-    h.push(2, PushBuffer().launch(0x2000).immd(Method.SEND_PCAS_A, 1, subchannel=Subchannel.COPY))
+    h.bind(0, 1, PushBuffer().incr(0x31, 0).launch(0x1000))
+    h.bind(1, 2, PushBuffer().launch(0x2000)
+           .immd(Method.SEND_PCAS_A, 1, subchannel=Subchannel.COPY))
+    h.run(60)
+    assert h.states[1] == (ChannelState.ERROR, ErrorCause.ILLEGAL_METHOD)
+    assert h.states[2] == (ChannelState.ERROR, ErrorCause.ILLEGAL_METHOD)
+    assert h.error_mask == 0b110
+    assert h.interrupt == 1 and h.interrupt_status & 1
+    assert [(c, d) for c, _, d in h.launches] == [(2, 0x2000)]
+
+    # the PBDMAs drop the channels in error; others bound there still run
+    h = Harness()
+    h.bind(0, 1, PushBuffer().incr(0x31, 0).launch(0x1000))
+    h.bind(1, 2, PushBuffer().launch(0x2000)
+           .immd(Method.SEND_PCAS_A, 1, subchannel=Subchannel.COPY))
     h.push(3, PushBuffer().launch(0x3000))
+
+    def drop_errors(hh, cycle):
+        for p, c in enumerate(hh.bound):
+            if c is not None and hh.error_mask >> c & 1 and p not in hh.moves:
+                hh.move(p, 3 if c == 1 else None)
+    h.watchers.append(drop_errors)
     h.run(120)
-    assert h.states[0] == (ChannelState.ERROR, ErrorCause.ILLEGAL_METHOD)
+    assert h.states[1] == (ChannelState.ERROR, ErrorCause.ILLEGAL_METHOD)
     assert h.states[2] == (ChannelState.ERROR, ErrorCause.ILLEGAL_METHOD)
     assert h.states[3][0] == ChannelState.IDLE
     assert sorted(d for _, _, d in h.launches) == [0x2000, 0x3000]
+    assert h.interrupt == 1
+
+
+# -- the decode context, written back --------------------------------------------------------
+
+def test_the_cp_writes_its_context_back_when_its_pbdma_stops_running():
+    # channel 3 on PBDMA 0 is switched out in the middle of a semaphore release (its address
+    # decoded, payload and execute not), channel 5 on PBDMA 1 then decodes a release of its
+    # own, and channel 3 comes back on PBDMA 1: it must resume with its own method, count,
+    # address and sequence number, read back from the context memory
+    h = Harness()
+    sp3, sp5 = syncpoint_address(CFG, 3), 0x12_3456_7800
+    pb3 = PushBuffer().launch(0x3000).sem_release(sp3, 0xAAAA_0003_0000_0033, wide=True) \
+        .launch(0x3100)
+    pb5 = PushBuffer().launch(0x5000).launch(0x5100).sem_release(sp5, 0x55)
+    h.bind(0, 3, pb3)
+    h.bind(1, 5)
+    split = len(PushBuffer().launch(0).words) + 3     # launch, SEM header, ADDR_LO, ADDR_HI
+    switch = {}
+
+    def switch_out(hh, cycle):
+        if "at" not in switch and sum(1 for _, _, c in hh.pops if c == 3) == split:
+            switch["at"] = cycle
+            switch["holding"] = hh.trace[-1][1]
+            hh.push(5, pb5)
+            hh.move(0, None)                 # PBDMA 0 switches channel 3 out
+        if "back" not in switch and "at" in switch and 0 not in hh.running \
+                and not hh.words[5] and hh.trace[-1][0] == CPState.ARBITRATE:
+            switch["back"] = cycle
+            hh.move(1, 3)                    # channel 3 comes back, on PBDMA 1
+    h.watchers.append(switch_out)
+    h.run(250)
+    at = switch["at"]
+    assert switch["holding"] == 0b01                         # the CP held channel 3's context
+    # PBDMA 0 stops running: the CP lets go of the context within a few cycles, and decodes
+    # channel 5 only after that
+    drops = [t for t in range(at, len(h.trace)) if not h.trace[t][1] & 0b01]
+    assert drops and drops[0] - at <= 3
+    assert all(t > drops[0] for t, _, c in h.pops if c == 5)
+    assert not any(c == 3 for t, _, c in h.pops if at <= t < switch["back"])
+    assert [{k: v for k, v in r.items() if k != "cycle"} for r in h.releases] == [
+        {"channel": 5, "address": sp5, "payload": 0x55, "kind": ReleaseKind.SET, "wfi": 1,
+         "timestamp": 0, "seq": 2},
+        {"channel": 3, "address": sp3, "payload": 0xAAAA_0003_0000_0033,
+         "kind": ReleaseKind.SET, "wfi": 1, "timestamp": 0, "seq": 1}]
+    assert h.states[3] == (ChannelState.IDLE, ErrorCause.NONE)
+    assert h.launches == [(3, 0, 0x3000), (5, 0, 0x5000), (5, 1, 0x5100), (3, 1, 0x3100)]
+    assert {p for t, p, c in h.pops if c == 3 and t > switch["back"]} == {1}
+    assert not h.words[3]
+
+
+def test_moving_the_cp_to_another_pbdma_takes_two_cycles():
+    # a timeslice of one ns: after its first launch channel 2 yields to channel 6 if it waits
+    def run(channels):
+        h = Harness(costs={"ch_timeslice": 1})
+        h.bind(0, 2, PushBuffer().launch(0x2000).launch(0x2100))
+        if channels == 2:
+            h.bind(1, 6, PushBuffer().launch(0x6000))
+        h.run(80)
+        return h
+    stay, move = run(1), run(2)
+    assert move.launch_order() == [2, 6, 2]
+    first = move.launch_cycles[0]
+    assert stay.launch_cycles[0] == first
+    # staying: the next method's pop follows the dispatch; moving: write back and read the
+    # contexts, then load, then that pop
+    assert stay.launch_cycles[1] - first + 2 == move.launch_cycles[1] - first
+    t = first + 1
+    assert [s for s, _, _ in stay.trace[t:t + 1]] == [CPState.FETCH]
+    assert [s for s, _, _ in move.trace[t:t + 3]] == [CPState.ARBITRATE, CPState.LOAD,
+                                                      CPState.FETCH]
+    # the context held moves with the CP: PBDMA 0's until the load, then PBDMA 1's
+    assert [hold for _, hold, _ in move.trace[t:t + 3]] == [0b01, 0b01, 0b10]
+    assert [c for _, _, c in move.trace[t:t + 3]] == [2, 2, 6]

@@ -54,7 +54,7 @@ def test_chain_runs_in_order_and_releases_after_the_last_node():
     b.submit(0, graph_launch(PushBuffer(), table, 4).sem_release(sp, 2))
     b.run_until_idle()
     assert len([1 for _, k, r in b.log.dispatches if r["graph"]]) == 8
-    walker_tag = 1 << SMALL.chan_bits
+    walker_tag = 1 << SMALL.pbdma_bits          # DMA tags: the PBDMA, the top bit the walker
     assert any(tag == walker_tag for _, _, _, tag in b.log.dma_reads[:reads])
     assert not any(tag == walker_tag for _, _, _, tag in b.log.dma_reads[reads:])
     assert b.peek(b.dut.syncpoint.counter_data[0]) == 2

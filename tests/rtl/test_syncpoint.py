@@ -1,9 +1,42 @@
+"""SyncpointUnit: releases (the pool, WFI, counters, host memory, timestamps), completion
+releases, acquires (park, wake scan), work in flight per TSG."""
+
+from amaranth import Elaboratable, Module, Array, Const
+
 from gpufe.rtl.config import SMALL
+from gpufe.rtl.doorbell import TSG_LOOKUPS
 from gpufe.rtl.layouts import SemOp
 from gpufe.rtl.syncpoint import SyncpointUnit, ReleaseKind
 from tests.helpers import simulate, stream_put, stream_collect
 
-CFG = SMALL
+CFG = SMALL                  # 8 channels, 4 TSGs, 4 release slots
+#: the channel table: channel c belongs to TSG TSG_OF[c]
+TSG_OF = [2, 0, 3, 1, 2, 0, 1, 3]
+
+
+class WithChannelTable(Elaboratable):
+    """The unit with its TSG lookups answered, as the channel table (the doorbell register
+    file) answers them: ``lookup_tsg[i]`` = ``TSG_OF[lookup_channel[i]]``, combinationally."""
+
+    def __init__(self, dut):
+        self.dut = dut
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.dut
+        table = Array(Const(t, CFG.tsg_bits) for t in TSG_OF)
+        for i in range(TSG_LOOKUPS):
+            m.d.comb += dut.lookup_tsg[i].eq(table[dut.lookup_channel[i]])
+        return m
+
+
+def run(dut, tb):
+    simulate(WithChannelTable(dut), tb)
+
+
+def tsgs_of(*channels):
+    """The TSG mask of ``channels``."""
+    return sum(1 << TSG_OF[c] for c in set(channels))
 
 
 async def dispatch(ctx, dut, channel):
@@ -14,12 +47,34 @@ async def complete(ctx, dut, channel, seq, port="compute_done"):
     await stream_put(ctx, getattr(dut, port), {"channel": channel, "seq": seq}, within=1)
 
 
-async def release(ctx, dut, **fields):
-    """Post a release; the channel's slot must be free (ready at once)."""
+async def cycle(ctx, dut, dispatched=None, **done):
+    """One edge with several sources at once: ``dispatched`` a channel, ``done`` port name ->
+    (channel, seq)."""
+    ports = {"dispatched": dispatched, **done}
+    for name, value in ports.items():
+        if value is None:
+            continue
+        port = getattr(dut, name)
+        ctx.set(port.payload, value if name == "dispatched"
+                else {"channel": value[0], "seq": value[1]})
+        ctx.set(port.valid, 1)
+        assert ctx.get(port.ready)
+    await ctx.tick()
+    for name in ports:
+        ctx.set(getattr(dut, name).valid, 0)
+
+
+def release_record(**fields):
     rec = {"channel": 0, "seq": 0, "address": 0, "payload": 0, "kind": ReleaseKind.SET,
            "wfi": 1, "timestamp": 0, "wide": 0, "to_counter": 1, "index": 0}
     rec.update(fields)
-    await stream_put(ctx, dut.release, rec, within=1)
+    return rec
+
+
+async def release(ctx, dut, **fields):
+    """Post a release; the channel must have none waiting and the pool room (ready at
+    once)."""
+    await stream_put(ctx, dut.release, release_record(**fields), within=1)
 
 
 def test_release_waits_for_earlier_work_only():
@@ -30,18 +85,123 @@ def test_release_waits_for_earlier_work_only():
         await dispatch(ctx, dut, 0)          # seq 1
         await release(ctx, dut, seq=2, index=5, payload=42)
         await dispatch(ctx, dut, 0)          # seq 2: later than the release
-        assert ctx.get(dut.release_busy) & 1 and not ctx.get(dut.release.ready)
+        assert ctx.get(dut.release_busy) == 0b1 and not ctx.get(dut.release.ready)
         await complete(ctx, dut, 0, 1)
         await ctx.tick().repeat(3)
         assert ctx.get(dut.counter_data[5]) == 0
         await complete(ctx, dut, 0, 0, port="copy_done")
         await ctx.tick().repeat(2)
         assert ctx.get(dut.counter_data[5]) == 42      # seq 2 still runs, and does not hold it
-        assert ctx.get(dut.in_flight[0]) == 1 and not ctx.get(dut.all_complete)
+        assert ctx.get(dut.release_busy) == 0
+        assert ctx.get(dut.tsg_in_flight) == tsgs_of(0) and not ctx.get(dut.all_complete)
         await complete(ctx, dut, 0, 2)
-        assert ctx.get(dut.all_complete)
+        assert ctx.get(dut.all_complete) and ctx.get(dut.tsg_in_flight) == 0
 
-    simulate(dut, tb)
+    run(dut, tb)
+
+
+def test_release_posted_as_older_work_completes_waits_for_the_rest_only():
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        await dispatch(ctx, dut, 3)          # seq 0
+        await dispatch(ctx, dut, 3)          # seq 1
+        # the release is posted in the cycle seq 0 completes: it waits for seq 1 alone
+        ctx.set(dut.compute_done.payload, {"channel": 3, "seq": 0})
+        ctx.set(dut.compute_done.valid, 1)
+        await release(ctx, dut, channel=3, seq=2, index=1, payload=11)
+        ctx.set(dut.compute_done.valid, 0)
+        await ctx.tick().repeat(3)
+        assert ctx.get(dut.counter_data[1]) == 0
+        await complete(ctx, dut, 3, 1)
+        await ctx.tick()
+        assert ctx.get(dut.counter_data[1]) == 11
+
+    run(dut, tb)
+
+
+def test_work_in_flight_is_counted_per_tsg_through_the_channel_table():
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        # the lookups name the channels of the dispatch and of the three completion ports
+        await cycle(ctx, dut, dispatched=0)                               # TSG 2
+        assert ctx.get(dut.tsg_in_flight) == 0b0100
+        await cycle(ctx, dut, dispatched=3)                               # TSG 1
+        await cycle(ctx, dut, dispatched=4)                               # TSG 2 again
+        assert ctx.get(dut.tsg_in_flight) == 0b0110
+        await cycle(ctx, dut, dispatched=7, compute_done=(0, 0))          # TSG 3 in, 2: 1 left
+        assert ctx.get(dut.tsg_in_flight) == 0b1110
+        # all four sources at once, four different TSGs
+        await cycle(ctx, dut, dispatched=1, compute_done=(4, 0), copy_done=(3, 0),
+                    graph_done=(7, 0))
+        assert ctx.get(dut.tsg_in_flight) == 0b0001
+        assert not ctx.get(dut.all_complete)
+        # a dispatch and a completion of one TSG (different channels) in one cycle
+        await cycle(ctx, dut, dispatched=5, compute_done=(1, 0))
+        assert ctx.get(dut.tsg_in_flight) == 0b0001
+        await cycle(ctx, dut, copy_done=(5, 0))
+        assert ctx.get(dut.tsg_in_flight) == 0 and ctx.get(dut.all_complete)
+        # two completions of one TSG in one cycle
+        await cycle(ctx, dut, dispatched=2)                               # TSG 3
+        await cycle(ctx, dut, dispatched=7)                               # TSG 3
+        assert ctx.get(dut.tsg_in_flight) == 0b1000
+        await cycle(ctx, dut, compute_done=(2, 0), graph_done=(7, 1))
+        assert ctx.get(dut.tsg_in_flight) == 0 and ctx.get(dut.all_complete)
+
+    run(dut, tb)
+
+
+def test_release_pool_holds_one_release_per_channel_and_refuses_when_full():
+    assert CFG.release_slots == 4
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        for c in range(5):
+            await dispatch(ctx, dut, c)                  # seq 0 on channels 0..4
+        await release(ctx, dut, channel=2, seq=1, index=2, payload=12)
+        assert ctx.get(dut.release_busy) == 0b0100 and not ctx.get(dut.release_full)
+        # a second release of channel 2 waits; another channel's goes in
+        ctx.set(dut.release.payload, release_record(channel=2, seq=1))
+        assert not ctx.get(dut.release.ready)
+        ctx.set(dut.release.payload, release_record(channel=4, seq=1))
+        assert ctx.get(dut.release.ready)
+        # slots 0..3: channels 2, 1, 0, 3
+        for c in (1, 0, 3):
+            await release(ctx, dut, channel=c, seq=1, index=c, payload=10 + c)
+        assert ctx.get(dut.release_busy) == 0b1111 and ctx.get(dut.release_full)
+        # the pool is full: channel 4, with no release waiting, must wait too
+        ctx.set(dut.release.payload, release_record(channel=4, seq=1, index=4, payload=14))
+        ctx.set(dut.release.valid, 1)
+        assert not ctx.get(dut.release.ready)
+        await ctx.tick().repeat(3)
+        assert ctx.get(dut.release_busy) == 0b1111
+        # channel 2's work completes: its release fires at the next edge, which frees its
+        # slot; channel 4's release goes in at the edge after
+        await complete(ctx, dut, 2, 0)
+        assert ctx.get(dut.release_full) and ctx.get(dut.counter_data[2]) == 0
+        await ctx.tick()
+        assert ctx.get(dut.counter_data[2]) == 12
+        assert ctx.get(dut.release_busy) == 0b1011 and not ctx.get(dut.release_full)
+        assert ctx.get(dut.release.ready)
+        await ctx.tick()
+        ctx.set(dut.release.valid, 0)
+        assert ctx.get(dut.release_busy) == 0b1_1011 and ctx.get(dut.release_full)
+        # releases fire lowest pool entry first, not lowest channel: channel 4 took slot 0,
+        # channel 3 is in slot 3
+        await cycle(ctx, dut, compute_done=(3, 0), copy_done=(4, 0))
+        await ctx.tick()
+        assert ctx.get(dut.counter_data[4]) == 14 and ctx.get(dut.counter_data[3]) == 0
+        await ctx.tick()
+        assert ctx.get(dut.counter_data[3]) == 13
+        assert ctx.get(dut.release_busy) == 0b0011
+        await cycle(ctx, dut, compute_done=(0, 0), graph_done=(1, 0))
+        await ctx.tick().repeat(2)
+        assert (ctx.get(dut.counter_data[0]), ctx.get(dut.counter_data[1])) == (10, 11)
+        assert ctx.get(dut.release_busy) == 0 and not ctx.get(dut.release_full)
+        assert ctx.get(dut.all_complete) and ctx.get(dut.quiescent)
+
+    run(dut, tb)
 
 
 def test_increment_and_add_reductions():
@@ -53,7 +213,7 @@ def test_increment_and_add_reductions():
             await ctx.tick()
         assert ctx.get(dut.counter_data[2]) == 12
 
-    simulate(dut, tb)
+    run(dut, tb)
 
 
 def wake_cycles(retry):
@@ -73,7 +233,7 @@ def wake_cycles(retry):
             waited += 1
         out.append(waited)
 
-    simulate(dut, tb)
+    run(dut, tb)
     return out[0]
 
 
@@ -101,7 +261,61 @@ def test_acquire_parks_then_wakes_on_release():
         assert not ctx.get(dut.parked) and waited <= CFG.channels + 2
         assert ctx.get(dut.quiescent)
 
-    simulate(dut, tb)
+    run(dut, tb)
+
+
+def scan_wake_ticks(retry):
+    """Channels 6, 1, 4 park (in that order) on counter 3: 1 and 6 for 1, 4 for 5; counter 3
+    is set to 1. Returns {channel: edges from the release's post to its wake-up}, None for
+    one still parked 20 edges on."""
+    dut = SyncpointUnit(CFG)
+    woke = {}
+
+    async def tb(ctx):
+        ctx.set(dut.acquire_retry, retry)
+        for c, value in ((6, 1), (1, 1), (4, 5)):
+            await stream_put(ctx, dut.acquire, {"channel": c, "index": 3, "value": value,
+                                                "op": SemOp.ACQ_STRICT_GEQ}, within=1)
+        assert ctx.get(dut.parked) == 0b0101_0010
+        await release(ctx, dut, channel=0, index=3, payload=1, wfi=0)
+        for edge in range(1, retry + 21):
+            await ctx.tick()
+            parked = ctx.get(dut.parked)
+            for c in (1, 4, 6):
+                if c not in woke and not parked >> c & 1:
+                    woke[c] = edge
+        assert ctx.get(dut.quiescent)
+
+    run(dut, tb)
+    return {c: woke.get(c) for c in (1, 4, 6)}
+
+
+def test_wake_scan_visits_only_the_parked_channels_lowest_first():
+    # the counter is written at the first edge; the scan starts retry edges after it, one
+    # parked channel an edge, lowest first: channel 1 first, 4 (not met: stays parked)
+    # second, 6 third, whatever the channels in between
+    for retry in (0, 7):
+        assert scan_wake_ticks(retry) == {1: 2 + retry, 4: None, 6: 4 + retry}
+
+
+def test_halted_channel_is_no_longer_parked():
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        for c in (2, 5):
+            await stream_put(ctx, dut.acquire, {"channel": c, "index": 0, "value": 1,
+                                                "op": SemOp.ACQUIRE}, within=1)
+        assert ctx.get(dut.parked) == 0b10_0100
+        ctx.set(dut.halt, 0b100)
+        await ctx.tick()
+        ctx.set(dut.halt, 0)
+        assert ctx.get(dut.parked) == 0b10_0000
+        # the counter change wakes channel 5; channel 2, halted, stays out of the parked set
+        await release(ctx, dut, channel=0, index=0, payload=1, wfi=0)
+        await ctx.tick().repeat(6)
+        assert ctx.get(dut.parked) == 0
+
+    run(dut, tb)
 
 
 def test_acquire_conditions_including_wraparound():
@@ -121,7 +335,7 @@ def test_acquire_conditions_including_wraparound():
             ctx.set(dut.acquire.payload, {"channel": 0, "index": 0, "value": value, "op": op})
             assert bool(ctx.get(dut.acquire_met)) == met, (hex(counter), hex(value), op)
 
-    simulate(dut, tb)
+    run(dut, tb)
 
 
 def test_timestamp_release_writes_payload_then_now():
@@ -134,6 +348,7 @@ def test_timestamp_release_writes_payload_then_now():
         await dispatch(ctx, dut, 2)
         await release(ctx, dut, channel=2, seq=1, to_counter=0, address=0x40_0000_0100,
                       payload=0x1234_5678_9ABC, wide=1, timestamp=1)
+        assert ctx.get(dut.release_stall) == 0b100      # the channel is held from the post
         await ctx.tick().repeat(4)
         assert not ctx.get(dut.dma_write.valid)     # its kernel still runs
         await complete(ctx, dut, 2, 0)
@@ -145,10 +360,32 @@ def test_timestamp_release_writes_payload_then_now():
                 writes.append((w.address, w.data, w.wide))
             await ctx.tick()
             ctx.set(dut.now, 1234 + 1)
+        assert not ctx.get(dut.release_busy) and not ctx.get(dut.release_stall)
+
+    run(dut, tb)
+    assert writes == [(0x40_0000_0100, 0x1234_5678_9ABC, 1), (0x40_0000_0108, 1235, 1)]
+
+
+def test_timestamp_release_holds_its_channel_for_timestamp_hold_cycles_after_its_writes():
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        ctx.set(dut.timestamp_hold, 5)
+        ctx.set(dut.dma_write.ready, 1)
+        await release(ctx, dut, channel=6, to_counter=0, address=0x200, wfi=0, timestamp=1)
+        edges = 0
+        last_write = None
+        while ctx.get(dut.release_stall):
+            if ctx.get(dut.dma_write.valid):
+                last_write = edges
+            await ctx.tick()
+            edges += 1
+        # payload written at edge 2, timestamp at edge 3, then 5 cycles' hold and one to
+        # retire
+        assert last_write == 2 and edges == last_write + 1 + 5 + 1
         assert not ctx.get(dut.release_busy)
 
-    simulate(dut, tb)
-    assert writes == [(0x40_0000_0100, 0x1234_5678_9ABC, 1), (0x40_0000_0108, 1235, 1)]
+    run(dut, tb)
 
 
 def test_completion_release_sets_its_counter_and_wins_the_write_port():
@@ -156,15 +393,17 @@ def test_completion_release_sets_its_counter_and_wins_the_write_port():
 
     async def tb(ctx):
         # a channel release to counter 2 and a completion releasing counter 5, same cycle
+        await dispatch(ctx, dut, 1)
         await release(ctx, dut, payload=7, wfi=0, index=2)
         await stream_put(ctx, dut.compute_done, {"channel": 1, "seq": 0, "release": 1,
                                                  "index": 5, "value": 9}, within=1)
         assert ctx.get(dut.counter_data[5]) == 9
         assert ctx.get(dut.counter_data[2]) == 0        # held back a cycle
+        assert ctx.get(dut.tsg_in_flight) == 0          # the completion counts as one
         await ctx.tick()
         assert ctx.get(dut.counter_data[2]) == 7
 
-    simulate(dut, tb)
+    run(dut, tb)
 
 
 def test_release_without_wfi_is_not_held_by_older_work_completing_while_it_waits_to_fire():
@@ -186,4 +425,4 @@ def test_release_without_wfi_is_not_held_by_older_work_completing_while_it_waits
         assert written == [0x100, 0x200]
         assert ctx.get(dut.release_busy) == 0
 
-    simulate(dut, tb)
+    run(dut, tb)

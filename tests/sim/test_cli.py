@@ -28,7 +28,7 @@ def test_run_writes_timeline_perfetto_and_vcd(tmp_path, capsys):
     assert sum(1 for e in trace if e["ph"] == "s") == 2        # a flow arrow per launch
     assert {e["args"]["name"] for e in trace if e["ph"] == "M" and e.get("tid") is not None} \
         >= {"a", "channel 0"}           # stream "a" of the workload
-    assert "ch0_state" in vcd.read_text()
+    assert "pbdma0_state" in vcd.read_text()
 
 
 def test_bad_workload_is_reported_not_raised(tmp_path, capsys):

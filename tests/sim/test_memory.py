@@ -111,8 +111,8 @@ def _host_memory_after(n, params, copies):
     rt = Runtime(sim)
     sim.start_cpu(run_program(_launches(n, copies=copies)["program"], rt))
     sim.run()
-    assert sim.descriptors.in_use == 0 and not sim.segment_ends
-    assert all(not ch.pb_used and not ch.outstanding
+    assert sim.descriptors.in_use == 0
+    assert all(not ch.pb_used and not ch.outstanding and not ch.kicked
                for ch in rt.compute_channels + list(rt.copy_channels.values()))
     return sim.mem.footprint(), sim.descriptors.allocated, rt.blocked_launches
 

@@ -204,8 +204,8 @@ def test_window_options_reach_the_run(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_pbdma_switching_channels_is_named_in_the_waveform(params, small_walker, tmp_path):
     """actgap with four streams, in small: four chains of dependent kernels, each queued
-    behind its own gate; the PBDMA visits their channels in turn, saving and loading
-    contexts."""
+    behind its own gate; the PBDMA loads their channels in turn, draining and saving each
+    as its acquire fails."""
     names = ["s0", "s1", "s2", "s3"]
     prog = streams(*names) + [launch(n, 20_000) for n in names] + [
         {"op": "repeat", "count": 3, "body": [launch(n, 0) for n in names]},
@@ -213,11 +213,11 @@ def test_the_pbdma_switching_channels_is_named_in_the_waveform(params, small_wal
     path = tmp_path / "actgap4.vcd"
     simulate(workload(prog, max_connections=4), params, vcd=str(path), backend="pysim")
     v = Vcd(path)
-    channel = next(n for n in v.initial if n.endswith("cp.pbdma_channel"))
-    state = next(n for n in v.initial if n.endswith("cp.pbdma_state"))
+    channel = next(n for n in v.initial if n.endswith("pbdma.pbdma0_channel"))
+    state = next(n for n in v.initial if n.endswith("pbdma.pbdma0_state"))
     visited = [int(x, 2) for _, x in v.values_of(channel)]
     assert set(visited) >= {0, 1, 2, 3}
     # the chains interleave: the PBDMA comes back to a channel after the others
     assert len(visited) >= 8
     states = {x for _, x in v.values_of(state)}
-    assert {"SAVE", "LOAD", "DISPATCH"} <= states, states
+    assert {"LOAD", "RUN", "DRAIN", "SAVE"} <= states, states

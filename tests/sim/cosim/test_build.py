@@ -96,65 +96,58 @@ def test_a_cached_build_is_taken_without_the_lock(tmp_path):
 
 @pytest.fixture()
 def fake_compiler(monkeypatch, tmp_path):
-    """build_for with a cache where only max_connections 8 is built; building another
-    logs two progress lines and makes a file."""
-    built = []
+    """build_for with a fake cache: ``cached`` lists the (channels, pbdmas) designs in it;
+    building another logs two progress lines and makes a file."""
+    state = {"cached": set(), "built": []}
+
+    def key(dut):
+        return dut.cfg.channels, dut.cfg.pbdmas
 
     def cached(dut):
-        mc = dut.cfg.channels - 2
-        return tmp_path / f"mc{mc}.so" if mc == 8 or mc in built else None
+        return tmp_path / "m.so" if key(dut) in state["cached"] else None
 
     def build(dut, log=None):
-        mc = dut.cfg.channels - 2
         log(f"gpufe build [0m00s]: converting the FrontEnd ({dut.cfg.channels} channels)")
         log("gpufe build [0m01s]: done")
-        built.append(mc)
-        return tmp_path / f"mc{mc}.so"
+        state["built"].append(key(dut))
+        state["cached"].add(key(dut))
+        return tmp_path / "m.so"
 
     monkeypatch.setattr(compiled, "cached_library", cached)
     monkeypatch.setattr(compiled, "build", build)
-    return built
+    return state
 
 
-def test_gpufe_build_says_a_cached_model_is_cached(fake_compiler, capsys):
-    assert cli.main(["build"]) == 0               # h200's max_connections: 8
+def test_gpufe_build_builds_the_one_model_with_progress_then_finds_it_cached(fake_compiler,
+                                                                             capsys):
+    h200 = load("h200")
+    assert cli.main(["build"]) == 0
     out, err = capsys.readouterr()
-    assert "max_connections 8 (10 channels, params h200): cached" in out
-    assert fake_compiler == [] and err == ""
+    assert fake_compiler["built"] == [(h200.hw_channels, h200.pbdmas)]
+    assert (f"the front end of params h200 ({h200.hw_channels} hardware channels" in out
+            and "every max_connections and process count): built in" in out)
+    assert f"converting the FrontEnd ({h200.hw_channels} channels)" in err
+    assert cli.main(["build"]) == 0
+    assert "process count): cached" in capsys.readouterr().out
+    assert len(fake_compiler["built"]) == 1
 
 
-def test_gpufe_build_builds_with_progress(fake_compiler, capsys):
-    assert cli.main(["build", "--max-connections", "2", "8"]) == 0
-    out, err = capsys.readouterr()
-    assert fake_compiler == [2]
-    assert "max_connections 2 (4 channels, params h200): built in" in out
-    assert "max_connections 8 (10 channels, params h200): cached" in out
-    assert "gpufe build [0m00s]: converting the FrontEnd (4 channels)" in err
+def test_gpufe_build_of_another_size_is_another_model(fake_compiler, capsys):
+    assert cli.main(["build", "--set", "pbdmas=2"]) == 0
+    assert fake_compiler["built"] == [(load("h200").hw_channels, 2)]
 
 
-def test_gpufe_build_all_builds_what_the_examples_and_scenarios_use(fake_compiler, capsys):
-    used = cli.connections_used(load("h200"))
-    examples = pathlib.Path(__file__).parents[3] / "examples"
-    assert {json.loads(p.read_text()).get("max_connections") or 8
-            for p in examples.glob("*.json")} <= set(used)
-    assert 8 in used and 1 in used and 32 in used
-    assert cli.main(["build", "--all"]) == 0
-    # and the models of the scenarios with several processes (procs: 2 x (8 + 2) channels)
-    assert cli.process_channels_used(load("h200")) == [20]
-    assert sorted(fake_compiler) == sorted([mc for mc in used if mc != 8] + [20 - 2])
-
-
-def test_gpufe_build_refuses_bad_values(capsys):
+def test_gpufe_build_refuses_a_size_the_front_end_cannot_have(capsys):
     with pytest.raises(SystemExit):
-        cli.main(["build", "--max-connections", "0"])
-    assert "0 is not in 1..32" in capsys.readouterr().err
+        cli.main(["build", "--set", "pbdmas=0"])
+    assert "pbdmas" in capsys.readouterr().err
 
 
 def test_a_first_run_shows_the_build_progress(monkeypatch, tmp_path, capsys):
     """The compiled backend's first run for a design builds it and says so on stderr (here
     the build fails after its first line, and the run goes on in Amaranth's simulator)."""
     def build(dut, log=None):
-        log("gpufe build [0m00s]: converting the FrontEnd (3 channels) to RTLIL")
+        log("gpufe build [0m00s]: converting the FrontEnd (160 channels) to RTLIL")
         raise compiled.BackendUnavailable("no C++ compiler found (test)")
 
     monkeypatch.setattr(compiled, "build", build)
@@ -165,7 +158,7 @@ def test_a_first_run_shows_the_build_progress(monkeypatch, tmp_path, capsys):
         {"op": "device_synchronize"}]}))
     assert cli.main(["run", str(w)]) == 0
     err = capsys.readouterr().err
-    assert "gpufe build [0m00s]: converting the FrontEnd (3 channels) to RTLIL" in err
+    assert "gpufe build [0m00s]: converting the FrontEnd (160 channels) to RTLIL" in err
     assert "using Amaranth's simulator" in err
 
 
@@ -183,3 +176,40 @@ def test_gpufe_build_of_a_cached_model_builds_nothing(capsys):
     assert cli.main(["build"]) == 0
     assert f"cached, {lib}" in capsys.readouterr().out
     assert sorted(p.name for p in cache.rglob("*")) == before
+
+
+def test_one_compiled_model_serves_every_max_connections_and_several_processes(monkeypatch):
+    """max_connections is a driver setting: runs with 1, 2, 8 and 32 connections, and one of
+    two processes, all load the one model of the parameter set, found in the cache (a build
+    step taken would fail the test)."""
+    from gpufe.sim.host.workload import parse_workload
+    from gpufe.sim.run import simulate
+    params = load("h200")
+    lib, _ = compiled.build_for(params)                 # built here if the cache lacks it
+
+    def no_build(*a, **k):
+        raise AssertionError("a run rebuilt the compiled model")
+
+    monkeypatch.setattr(compiled, "_build_design", no_build)
+    loaded = []
+    real_init = compiled.CxxrtlBackend.__init__
+
+    def init(self, dut, *a, **k):
+        real_init(self, dut, *a, **k)
+        loaded.append(self.lib._name)
+
+    monkeypatch.setattr(compiled.CxxrtlBackend, "__init__", init)
+    program = [{"op": "stream_create", "name": f"s{i}"} for i in range(3)] + [
+        {"op": "launch_kernel", "stream": f"s{i}", "kernel": "k", "block_ns": 500}
+        for i in range(3)] + [{"op": "device_synchronize"}]
+    kernels = []
+    for mc in (1, 2, 8, 32):
+        r = simulate(parse_workload({"max_connections": mc, "program": program}, "t"), params,
+                     backend="compiled")
+        kernels.append(sum(1 for k in r.records if k["kind"] == "kernel"))
+    two = parse_workload({"processes": [{"name": f"p{i}", "max_connections": 32,
+                                         "program": program} for i in range(2)]}, "t")
+    r = simulate(two, params, backend="compiled")
+    assert kernels == [3, 3, 3, 3]
+    assert sum(1 for k in r.records if k["kind"] == "kernel") == 6
+    assert loaded == [str(lib)] * 5

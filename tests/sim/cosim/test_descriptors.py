@@ -125,13 +125,15 @@ def test_the_co_simulation_keeps_no_per_launch_tables(params):
     for name in ("launches", "copy_jobs", "graph_launches", "jobs"):
         assert not hasattr(sim, name)
     assert sim.descriptors.in_use == 1
-    # its only containers: counters, the DMA response's field offsets, the push-buffer
-    # segments the GPU has still to read (none at the end), the CPU threads, their barriers
-    # and the KMD's channel table (per thread, barrier and channel, not per launch)
+    # its only containers: counters, the DMA response's field offsets, the channels' GP_GET
+    # hooks, the CPU threads, their barriers and the KMD's channel table (per thread,
+    # barrier and channel, not per launch); the driver's entries in flight are all retired
     tables = {k for k, v in vars(sim).items() if isinstance(v, (dict, list, set, tuple))}
-    assert tables <= {"stats", "_resp_offsets", "segment_ends", "_threads", "barriers",
-                      "channel_tsg"} and not sim.segment_ends
+    assert tables <= {"stats", "_resp_offsets", "retire_hooks", "_threads", "barriers",
+                      "channel_tsg"}
     assert len(sim._threads) == 1 and len(sim.channel_tsg) <= len(rt.umd.channels)
+    assert len(sim.retire_hooks) == len(rt.umd.channels)
+    assert not any(ch.kicked for ch in rt.umd.channels)
     recs = rt.records
     work = [r for r in recs if r["kind"] in ("kernel", "memcpy")]
     assert len(work) == 2 + 3 + 4 * 2
