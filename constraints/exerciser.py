@@ -259,10 +259,11 @@ class ExerciserTop(wiring.Component):
     leds: Out(8)
     checksum: Out(32)
 
-    def __init__(self, cfg, host_words=2048, settings=None):
+    def __init__(self, cfg, host_words=None, settings=None):
         self.cfg = cfg
         self.frontend = FrontEnd(cfg)
-        self.host_words = host_words
+        # a ring and four segments per channel (about 64 dwords), a power of two of them
+        self.host_words = host_words or max(2048, 1 << (64 * cfg.channels - 1).bit_length())
         # acquire retry and timestamp hold in cycles; registers a driver would program
         self.settings = settings or {"acquire_retry": 32, "timestamp_hold": 16}
         super().__init__()

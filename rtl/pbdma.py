@@ -323,7 +323,9 @@ class PbdmaUnits(wiring.Component):
                             st.eq(PbdmaState.LOAD), c.eq(arb.grant), failed[i].eq(0),
                             until[i].eq(self.now + self.ctx_load),
                             base[i].eq(ctx.base), log2[i].eq(ctx.entries_log2),
-                            fget[i].eq(ctx.get + has_seg), ret_get[i].eq(ctx.get),
+                            fget[i].eq((ctx.get + has_seg)
+                                       & ((Const(1, gpb + 1) << ctx.entries_log2) - 1)),
+                            ret_get[i].eq(ctx.get),
                             dirty[i].eq(0), head[i].eq(0), tail[i].eq(has_seg),
                             count[i].eq(has_seg), q_idx[i][0].eq(ctx.get),
                             q_addr[i][0].eq(ctx.seg_address), q_left[i][0].eq(ctx.seg_left),

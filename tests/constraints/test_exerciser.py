@@ -12,12 +12,6 @@ from tests.helpers import simulate
 
 CYCLES = 3000
 
-WRAP_BUG = ("RTL bug (rtl/pbdma.py, binding): a channel switched out with part of its ring's "
-            "last entry left comes back fetching entry get + 1 unwrapped (4 in a 4-entry "
-            "ring), reads the push buffer after the ring as a GPFIFO entry and faults "
-            "(FETCH_FAULT); see test_frontend's last_ring_entry case")
-
-
 def test_host_image_rings_point_at_their_segments():
     words, rings = host_image(SMALL, 1024)
     assert len(rings) == SMALL.channels
@@ -35,7 +29,6 @@ def test_host_image_too_small_is_refused():
         host_image(SMALL, 64)
 
 
-@pytest.mark.xfail(strict=True, reason=WRAP_BUG)
 def test_exerciser_drives_every_path_of_the_frontend():
     top = ExerciserTop(SMALL, host_words=1024)
     fe = top.frontend
@@ -79,11 +72,6 @@ def test_exerciser_drives_every_path_of_the_frontend():
     assert sum(decoded.values()) >= 4 * SMALL.channels, decoded
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="not the RTL: FrontEndConfig's default is now 128 hardware channels, "
-                          "and ExerciserTop's default host image (host_words=2048) cannot hold "
-                          "their rings and segments (8192 dwords would): host_image raises "
-                          "ValueError, so `gpufe synth --check` fails with the defaults")
 def test_default_fpga_design_elaborates_and_converts():
     line = synth.check(synth.fpga_config())
     assert "converted" in line

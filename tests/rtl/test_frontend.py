@@ -263,15 +263,9 @@ def test_more_channels_busy_than_pbdmas_dispatch_every_launch_once_in_order(ch_t
         assert len(loads) > channels
 
 
-WRAP_BUG = ("RTL bug (rtl/pbdma.py, binding): a channel saved with get = the last entry of "
-            "its ring and part of that entry's segment left comes back with its fetch pointer "
-            "at get + 1 not wrapped to the ring size (fget = ctx.get + has_seg); with a 4-entry "
-            "ring it fetches entry 4, past the ring, as a GPFIFO entry")
-
-
 @pytest.mark.parametrize("earlier", [
     0,
-    pytest.param(3, marks=pytest.mark.xfail(strict=True, reason=WRAP_BUG)),
+    3,
 ], ids=["mid_ring", "last_ring_entry"])
 def test_channel_parked_on_an_acquire_is_switched_out_and_resumes(earlier):
     """Channel 0 parks on an acquire in the middle of a segment, is switched out for the
