@@ -1,6 +1,6 @@
 """Priority arbiter with round robin within a level: :class:`PriorityRoundRobin`."""
 
-from amaranth import Module, Signal, Const, Mux, Cat
+from amaranth import Module, Signal, Mux, Cat
 from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
@@ -67,7 +67,8 @@ class PriorityRoundRobin(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.n
-        last = Signal(self._idx_bits, init=n - 1)
+        # the requesters after the last one served (none at first: the lowest goes first)
+        above = Signal(n)
 
         # Keep only the requesters of the highest requesting level.
         if self.levels > 1:
@@ -81,16 +82,18 @@ class PriorityRoundRobin(wiring.Component):
         else:
             top = self.requests
 
-        above = Signal(n)       # the requesters after the last one served: a shifted constant
-        m.d.comb += above.eq((Const((1 << n) - 1, n) << (last + 1))[:n])
         after = Signal(n)
         m.d.comb += after.eq(top & above)
+        # the one granted: the first after the last one served, else the first of all
+        pool = Signal(n)
+        granted = Signal(n)
+        m.d.comb += [pool.eq(Mux(after.any(), after, top)),
+                     granted.eq(pool & (~pool + 1)[:n])]
 
         m.d.comb += [
             self.valid.eq(top.any()),
-            self.grant.eq(Mux(after.any(), lowest_set(after, self._idx_bits),
-                              lowest_set(top, self._idx_bits))),
+            self.grant.eq(lowest_set(granted, self._idx_bits, m)),
         ]
         with m.If(self.advance & self.valid):
-            m.d.sync += last.eq(self.grant)
+            m.d.sync += above.eq(~(granted | (granted - 1)[:n]))
         return m

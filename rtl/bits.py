@@ -11,7 +11,7 @@ from amaranth import Cat, Const, Mux, Signal, Value
 __all__ = ["lowest_set", "BitVector"]
 
 
-def lowest_set(bits, idx_bits):
+def lowest_set(bits, idx_bits, m=None):
     """Index of the lowest set bit of ``bits`` (0 when none is set).
 
     The lowest set bit is isolated as ``bits & -bits`` (one subtraction: the FPGA's carry
@@ -27,6 +27,9 @@ def lowest_set(bits, idx_bits):
     idx_bits : int
         Width of the result, at least 1; the index is truncated to it (``bits_for(len(bits))``
         holds every index).
+    m : Module or None
+        Where to compute the isolated bit once (a signal read by every reduction); without,
+        the expression is repeated in each, which matters only for wide ``bits``.
 
     Returns
     -------
@@ -43,6 +46,10 @@ def lowest_set(bits, idx_bits):
     if n == 1:
         return Const(0, idx_bits)
     lowest = bits & (~bits + 1)[:n]
+    if m is not None:
+        isolated = Signal(n, name="lowest_bit")
+        m.d.comb += isolated.eq(lowest)
+        lowest = isolated
     index = [(lowest & Const(sum(1 << i for i in range(n) if i >> k & 1), n)).any()
              for k in range(max(1, (n - 1).bit_length()))]
     return Cat(*index, Const(0, idx_bits))[:idx_bits]
@@ -64,9 +71,12 @@ class BitVector:
     assign ``reg``.
     """
 
-    def __init__(self, m, reg, *, set_wins=False):
+    def __init__(self, m, reg, *, set_wins=False, one_hots=None):
         self._m, self._reg, self._set_wins = m, reg, set_wins
         self._sets, self._clears = [], []
+        # index expression -> its one-hot word, computed once (a dict may be shared by the
+        # vectors of one module that are as wide)
+        self._one_hots = {} if one_hots is None else one_hots
 
     def _mask(self, into, value):
         kind = "set" if into is self._sets else "clear"
@@ -74,20 +84,33 @@ class BitVector:
         self._m.d.comb += mask.eq(value)
         into.append(mask)
 
-    def _one_hot(self, index):
-        return (Const(1, len(self._reg)) << index)[:len(self._reg)]
+    def one_hot(self, index):
+        """The one-hot word of ``index``: a signal per index expression, assigned (whatever
+        the branch it is first asked for in) by :meth:`commit`."""
+        key = repr(Value.cast(index))
+        if key not in self._one_hots:
+            word = Signal(len(self._reg), name=f"one_hot{len(self._one_hots)}")
+            self._one_hots[key] = [word, index, False]
+        return self._one_hots[key][0]
 
     def set(self, index):
-        self._mask(self._sets, self._one_hot(index))
+        self._mask(self._sets, self.one_hot(index))
 
     def clear(self, index):
-        self._mask(self._clears, self._one_hot(index))
+        self._mask(self._clears, self.one_hot(index))
 
     def clear_mask(self, mask):
         self._mask(self._clears, mask)
 
     def commit(self):
+        """The register's update, and the one-hot words not assigned yet; at the top level of
+        the module (outside any ``m.If``)."""
         reg = self._reg
+        for entry in self._one_hots.values():
+            word, index, assigned = entry
+            if not assigned:
+                self._m.d.comb += word.eq((Const(1, len(word)) << index)[:len(word)])
+                entry[2] = True
         sets = _or(self._sets) if self._sets else Const(0, len(reg))
         clears = _or(self._clears) if self._clears else Const(0, len(reg))
         if self._set_wins:

@@ -237,8 +237,10 @@ class CommandProcessor(wiring.Component):
         err = Signal(n)
         intr = Signal(2)            # bit0 channel error, bit1 non-stall interrupt
         from_replay = Signal()
-        err_bits, replay_bits = BitVector(m, err), BitVector(m, replay)
-        fresh_bits = BitVector(m, fresh, set_wins=True)
+        one_hots = {}
+        err_bits = BitVector(m, err, one_hots=one_hots)
+        replay_bits = BitVector(m, replay, one_hots=one_hots)
+        fresh_bits = BitVector(m, fresh, set_wins=True, one_hots=one_hots)
 
         # the error causes, a memory: written by a fault of each source and by a clear
         m.submodules.causes = cause_mem = Memory(shape=ErrorCause, depth=n, init=[])

@@ -260,7 +260,7 @@ class DoorbellRegisterFile(wiring.Component):
         def flag(bit):
             m.d.sync += status.eq((status & 0xFFFF) | bit | (w.address << 16))
 
-        one_hot = (Const(1, n) << c)[:n]
+        one_hot = pending_bits.one_hot(c)
 
         def move_to(masks, value):
             """Channel c leaves its mask and joins masks[value]."""

@@ -248,7 +248,9 @@ class SyncpointUnit(wiring.Component):
         rel_wait = [Signal(ib, name=f"rel_wait{j}") for j in range(k)]
         busy = Signal(n)
         stall = Signal(n)
-        busy_bits, stall_bits = BitVector(m, busy), BitVector(m, stall)
+        one_hots = {}
+        busy_bits = BitVector(m, busy, one_hots=one_hots)
+        stall_bits = BitVector(m, stall, one_hots=one_hots)
         m.d.comb += [self.release_busy.eq(busy), self.release_stall.eq(stall),
                      self.release_full.eq(rel_valid.all())]
         post = self.release
@@ -280,7 +282,7 @@ class SyncpointUnit(wiring.Component):
         park_wp = park_mem.write_port()
         park_rp = park_mem.read_port(domain="comb")
         parked = Signal(n)
-        parked_bits = BitVector(m, parked)
+        parked_bits = BitVector(m, parked, one_hots=one_hots)
         m.d.comb += self.parked.eq(parked)
         acq = self.acquire.payload
         acq_counter = Signal(32)
@@ -369,17 +371,17 @@ class SyncpointUnit(wiring.Component):
         # (only when someone is parked, or parks now: otherwise there is nothing to re-check)
         with m.If(counter_changed & (parked.any() | parks)):
             m.d.sync += [scanning.eq(1), holdoff.eq(self.acquire_retry),
-                         to_check.eq(parked | Mux(parks, (Const(1, n) << acq.channel)[:n], 0))]
+                         to_check.eq(parked | Mux(parks, parked_bits.one_hot(acq.channel), 0))]
         with m.Elif(scanning & (holdoff != 0)):
             m.d.sync += holdoff.eq(holdoff - 1)
         with m.Elif(scanning):
             w = Signal(acquire_layout(cfg))
             w_counter = Signal(32)
             wc = Signal(cfg.chan_bits)
-            m.d.comb += [wc.eq(lowest_set(to_check, cfg.chan_bits)),
+            m.d.comb += [wc.eq(lowest_set(to_check, cfg.chan_bits, m)),
                          park_rp.addr.eq(wc), w.eq(park_rp.data),
                          rd_scan.addr.eq(w.index), w_counter.eq(rd_scan.data)]
-            rest = to_check & ~(Const(1, n) << wc)[:n]
+            rest = to_check & (to_check - 1)[:n]           # the lowest one checked
             m.d.sync += [to_check.eq(rest), scanning.eq(rest.any())]
             with m.If(parked.bit_select(wc, 1) & acquire_condition(w.op, w_counter, w.value)):
                 parked_bits.clear(wc)

@@ -50,6 +50,10 @@ class Umd:
         self.kmd = kmd
         self.process = process
         mc, base = process.max_connections, process.channel_base
+        if base + mc + 2 > cosim.cfg.channels:
+            raise ValueError(f"process {process.name!r}: max_connections {mc} needs channels "
+                             f"{base}..{base + mc + 1}; the front end has {cosim.cfg.channels} "
+                             f"(parameter hw_channels)")
         self.compute_channels = [self._make_channel(base + i, "compute") for i in range(mc)]
         self.copy_channels = {"h2d": self._make_channel(base + mc, "h2d"),
                               "d2h": self._make_channel(base + mc + 1, "d2h")}
