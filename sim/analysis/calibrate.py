@@ -115,9 +115,9 @@ SIMULATED = [
     # so that one value serves 2 to 8 busy channels, not one of them exactly; 16 and 32 are
     # validated, not fitted)
     ("pbdma_ctx_load_ns", tuple(f"nocupti_actgap_stamp_c32_A{a}_g100" for a in (2, 4, 8)),
-     "stream_period_us", (350.0, 550.0)),
+     "stream_period_us", (100.0, 250.0)),
     ("cupti_launch_hold_ns", tuple(f"actgap_c32_A{a}_g100" for a in (2, 4, 8)),
-     "stream_period_us", (500.0, 1000.0)),
+     "stream_period_us", (1100.0, 1300.0)),
     ("tsg_switch_ns", "procs_long_P2", "switch_us", (120000.0, 170000.0)),
 ]
 

@@ -212,16 +212,22 @@ TOP = {
     "max_connections": Field(_INT, None, "`CUDA_DEVICE_MAX_CONNECTIONS`: compute channels "
                                          "the streams are spread over; default: the "
                                          "parameter set's (`gpufe run --max-connections` "
-                                         "overrides both)", 1, 32, "CUDA's most"),
+                                         "overrides both); a driver setting: every value "
+                                         "runs on the same compiled model, the KMD giving "
+                                         "the process that many of the front end's "
+                                         "`hw_channels` (plus two copy channels)",
+                                         1, 32, "CUDA's most"),
     "description": Field(str, "", "free text, for the reader"),
     "program": Field(list, None, "the ops the CPU thread runs, in order; required unless "
                                  "`processes` is given"),
     "processes": Field(list, None, "instead of `program`: several processes on the GPU, "
                                    "each its own CUDA context (its own channels, its own "
-                                   "time slice) and CPU thread: a list of objects with "
-                                   "`name` (required, unique), `max_connections` (default: "
-                                   "the file's) and `program`; streams, events and graphs "
-                                   "are named per process"),
+                                   "time slice) and CPU thread: a list of 1 to 4 objects "
+                                   "with `name` (required, unique), `max_connections` "
+                                   "(default: the file's) and `program`; streams, events and "
+                                   "graphs are named per process; their channels "
+                                   "(max_connections + 2 each) must fit the front end's "
+                                   "`hw_channels`"),
 }
 
 #: (op, field) -> (least, most, what the most is): the bounds of :data:`OPS`

@@ -161,9 +161,10 @@ def test_bad_parameter_files_give_one_line(tmp_path, capsys, no_simulation):
     p.write_text('{"sms": true}')
     assert main(["run", str(w), "--params", str(p)]) == 2
     one_error_line(capsys, str(p), "sms must be an integer")
-    p.write_text('{"fifo_depth": 256, "slot_words": 64}')
-    assert main(["run", str(w), "--params", str(p), "--max-connections", "8"]) == 2
-    one_error_line(capsys, str(p), "fifo_depth / slot_words must be at least channels")
+    p.write_text('{"hw_channels": 40}')
+    assert main(["run", str(w), "--params", str(p), "--max-connections", "32"]) == 2
+    one_error_line(capsys, str(p), "max_connections 32 need 34 channels; the front end has "
+                                   "hw_channels = 40")
 
 
 def test_work_limits_are_said_before_the_run_and_no_limits_lifts_them(tmp_path, capsys,
@@ -235,8 +236,8 @@ def test_bad_options_are_usage_errors(tmp_path, capsys):
         assert "Traceback" not in capsys.readouterr().err
     assert main(["run", str(w), "--as-graph"]) == 2
     one_error_line(capsys, "--as-graph goes with --from-trace")
-    assert main(["demo", "--channels", "200", "--fifo-depth", "64", "--vcd", ""]) == 2
-    one_error_line(capsys, "fifo_depth / slot_words must be at least channels")
+    assert main(["demo", "--channels", "200", "--fifo-depth", "100", "--vcd", ""]) == 2
+    one_error_line(capsys, "fifo_depth must be a power of two")
 
 
 def test_an_internal_error_says_so_in_one_line(tmp_path, capsys, monkeypatch):

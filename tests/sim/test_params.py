@@ -42,15 +42,16 @@ def test_the_front_end_of_a_run_takes_every_size_from_the_set():
     """No size that is a parameter falls back on FrontEndConfig's own defaults (the front end
     built alone, for an FPGA): each follows the set."""
     p = load(BASE).with_overrides(fifo_depth=2048, slot_words=32, gpfifo_entries=64,
-                                  syncpoints=100, dma_burst=16, max_connections=5)
+                                  syncpoints=100, dma_burst=16, hw_channels=100, pbdmas=3)
     cfg = p.frontend_config()
-    assert (cfg.channels, cfg.fifo_depth, cfg.slot_words, cfg.gp_entries_log2_max,
-            cfg.syncpoints, cfg.dma_burst) == (7, 2048, 32, 6, 100, 16)
+    assert (cfg.channels, cfg.pbdmas, cfg.fifo_depth, cfg.slot_words, cfg.gp_entries_log2_max,
+            cfg.syncpoints, cfg.dma_burst) == (100, 3, 2048, 32, 6, 100, 16)
+    # max_connections is a driver setting: the front end does not change with it
+    assert p.with_overrides(max_connections=5).frontend_config() == cfg
     defaults = FrontEndConfig()
     assert all(getattr(cfg, n) != getattr(defaults, n) for n in
                ("channels", "fifo_depth", "slot_words", "gp_entries_log2_max", "syncpoints",
                 "dma_burst"))
-    assert p.frontend_config(3).channels == 5
 
 
 def test_rtl_config_exports():
@@ -100,8 +101,9 @@ def test_settings_override_one_parameter_each():
     ("query_cpu_ns=0", "--set query_cpu_ns=0: query_cpu_ns is 0; it must be 1..1e+09 ns "
                        "(event_query spins: each query must take time)"),
     ("gpfifo_entries=1000", "--set gpfifo_entries=1000: gpfifo_entries must be a power of two"),
-    ("fifo_depth=128", "--set fifo_depth=128: with max_connections 8: FrontEndConfig: "
-                       "fifo_depth / slot_words must be at least channels"),
+    ("slot_words=3", "FrontEndConfig: slot_words must be a power of two"),
+    ("hw_channels=9", "--set hw_channels=9: 1 process(es) with max_connections 8 need 10 "
+                      "channels; the front end has hw_channels = 9"),
 ])
 def test_a_bad_setting_says_what_is_wrong(setting, message):
     with pytest.raises(ParamsError) as e:

@@ -28,9 +28,8 @@ def small_walker():
     full-size FrontEnd's VCD, 200,000 variables."""
     full = Params.frontend_config
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(Params, "frontend_config", lambda self, mc=None, channels=None: replace(
-            full(self, mc, channels), graph_nodes_max=64, graph_edges_max=128,
-            graph_inflight_max=16))
+        m.setattr(Params, "frontend_config", lambda self: replace(
+            full(self), graph_nodes_max=64, graph_edges_max=128, graph_inflight_max=16))
         yield
 
 
