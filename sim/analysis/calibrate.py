@@ -123,14 +123,45 @@ SIMULATED = [
 
 
 def _secant(f, target, x0, x1, lo=0.0, steps=5, tol=0.005):
-    """x with f(x) close to target (f roughly linear and monotonic); x kept >= lo."""
-    y0, y1 = f(x0), f(x1)
+    """x with f(x) close to target (f monotonic), and f(x); x kept >= lo.
+
+    Secant steps first (f roughly linear). Where f is a staircase (a latency that decides
+    which of two events comes first moves the metric in jumps), the secant overshoots: then
+    the closest pair of points seen that brackets the target is bisected, and the point
+    nearest the target of all those evaluated is returned."""
+    seen = {}
+
+    def ev(x):
+        if x not in seen:
+            seen[x] = f(x)
+        return seen[x]
+
+    y0, y1 = ev(x0), ev(x1)
     for _ in range(steps):
-        if abs(y1 - target) <= tol * abs(target) or y1 == y0:
+        if abs(y1 - target) <= tol * abs(target):
             break
-        x0, x1 = x1, max(lo, x1 + (target - y1) * (x1 - x0) / (y1 - y0))
-        y0, y1 = y1, f(x1)
-    return x1, y1
+        if y1 == y0:        # a flat step: go on the same way, twice as far
+            x0, x1 = x1, max(lo, x1 + 2 * (x1 - x0))
+        else:
+            x0, x1 = x1, max(lo, x1 + (target - y1) * (x1 - x0) / (y1 - y0))
+        if x1 == x0:
+            break
+        y0, y1 = y1, ev(x1)
+    for _ in range(steps + 1):
+        best = min(seen, key=lambda x: abs(seen[x] - target))
+        if abs(seen[best] - target) <= tol * abs(target):
+            break
+        below = [x for x in seen if seen[x] < target]
+        above = [x for x in seen if seen[x] > target]
+        if not below or not above:
+            break
+        a = min(below, key=lambda x: target - seen[x])
+        b = min(above, key=lambda x: seen[x] - target)
+        if abs(a - b) <= 1.0:
+            break
+        ev(round((a + b) / 2, 1))
+    best = min(seen, key=lambda x: abs(seen[x] - target))
+    return best, seen[best]
 
 
 def calibrate(base="h200", backend="compiled", log=print):

@@ -24,9 +24,18 @@ def test_residuals_are_shipped_beside_the_parameters():
     p = load("h200")
     for name, r in fitted.items():
         assert getattr(p, name) == r["value"]
-        assert abs(r["rel_error"]) < 0.02, r
+        # CUPTI's launch hold moves actgap's period in steps (whether a completion reaches
+        # the PBDMA before or after its hold ends): the closest step, within 5%
+        assert abs(r["rel_error"]) < (0.05 if name == "cupti_launch_hold_ns" else 0.02), r
 
 
 def test_secant_finds_the_root_of_a_linear_response():
     x, y = _secant(lambda v: 3 * v + 10, 100.0, 0.0, 5.0)
     assert x == pytest.approx(30.0) and y == pytest.approx(100.0)
+
+
+def test_on_a_staircase_the_fit_lands_on_the_step_closest_to_the_target():
+    def stairs(v):
+        return 0.88 if v < 1100 else 0.966 if v < 1290 else 1.07
+    x, y = _secant(stairs, 1.0, 500.0, 1000.0)
+    assert 1100 <= x < 1290 and y == 0.966

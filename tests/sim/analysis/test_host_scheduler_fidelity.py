@@ -10,16 +10,15 @@ from gpufe.sim.host.workload import load_workload
 from gpufe.sim.run import simulate
 
 
-@pytest.mark.parametrize("busy", [1, 2, 4, pytest.param(8, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("busy", [1, 2, 4, 8] + [pytest.param(a, marks=pytest.mark.slow)
+                                                 for a in (16, 32)])
 @pytest.mark.parametrize("profiled", [False, True])
 def test_dependent_kernels_on_busy_channels_take_turns_as_on_the_h200(params, busy, profiled):
-    # the traces ran with 32 connections; with up to 8 streams every stream has a channel of
-    # its own with 8 connections too, so the default compiled model runs them
+    # as the traces ran: 32 connections (the one compiled model serves them)
     name = (f"actgap_c32_A{busy}_g100" if profiled
             else f"nocupti_actgap_stamp_c32_A{busy}_g100")
     w = load_workload(scenario_paths(name)[0])
-    r = simulate(w, params, max_connections=8, backend="compiled",
-                 profiler="cupti" if profiled else "off")
+    r = simulate(w, params, backend="compiled", profiler="cupti" if profiled else "off")
     model = scenario_metrics(r.records, "actgap")["stream_period_us"]
     measured = measured_metrics(name)["stream_period_us"]
     assert model == pytest.approx(measured, rel=0.20 if profiled else 0.15)
@@ -28,14 +27,13 @@ def test_dependent_kernels_on_busy_channels_take_turns_as_on_the_h200(params, bu
 @pytest.mark.slow
 def test_eight_busy_channels_resolve_about_one_kernel_a_microsecond(params):
     w = load_workload(scenario_paths("nocupti_actgap_stamp_c32_A8_g100")[0])
-    r = simulate(w, params, max_connections=8, backend="compiled")
+    r = simulate(w, params, backend="compiled")
     # the H200: 1.006 kernels/us in all (one stream alone: 0.73)
     assert 0.85 <= scenario_metrics(r.records, "actgap")["kernels_per_us"] <= 1.15
 
 
-@pytest.mark.slow
 def test_two_processes_time_slice_as_on_the_h200(params):
-    model, _ = run_scenario("procs_long_P2", params, backend="pysim")
+    model, _ = run_scenario("procs_long_P2", params, backend="compiled")
     measured = measured_metrics("procs_long_P2")
     for metric in ("timeslice_run_us", "switch_us", "switched_out_us", "kernel_span_us"):
         assert model[metric] == pytest.approx(measured[metric], rel=0.15), metric
