@@ -161,10 +161,10 @@ def test_bad_parameter_files_give_one_line(tmp_path, capsys, no_simulation):
     p.write_text('{"sms": true}')
     assert main(["run", str(w), "--params", str(p)]) == 2
     one_error_line(capsys, str(p), "sms must be an integer")
-    p.write_text('{"hw_channels": 40}')
+    p.write_text('{"hw_channels": 30}')
     assert main(["run", str(w), "--params", str(p), "--max-connections", "32"]) == 2
     one_error_line(capsys, str(p), "max_connections 32 need 34 channels; the front end has "
-                                   "hw_channels = 40")
+                                   "hw_channels = 30")
 
 
 def test_work_limits_are_said_before_the_run_and_no_limits_lifts_them(tmp_path, capsys,

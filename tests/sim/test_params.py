@@ -101,7 +101,7 @@ def test_settings_override_one_parameter_each():
     ("query_cpu_ns=0", "--set query_cpu_ns=0: query_cpu_ns is 0; it must be 1..1e+09 ns "
                        "(event_query spins: each query must take time)"),
     ("gpfifo_entries=1000", "--set gpfifo_entries=1000: gpfifo_entries must be a power of two"),
-    ("slot_words=3", "FrontEndConfig: slot_words must be a power of two"),
+    ("slot_words=3", "--set slot_words=3: FrontEndConfig: slot_words must be a power of two"),
     ("hw_channels=9", "--set hw_channels=9: 1 process(es) with max_connections 8 need 10 "
                       "channels; the front end has hw_channels = 9"),
 ])

@@ -7,14 +7,17 @@ from gpufe.sim.analysis.metrics import scenario_metrics
 from gpufe.sim.analysis.scenarios import scenario_paths
 from gpufe.sim.analysis.validate import measured_metrics, run_scenario
 from gpufe.sim.host.workload import load_workload
+from gpufe.sim.params import load
 from gpufe.sim.run import simulate
 
 
 @pytest.mark.parametrize("busy", [1, 2, 4, 8] + [pytest.param(a, marks=pytest.mark.slow)
                                                  for a in (16, 32)])
 @pytest.mark.parametrize("profiled", [False, True])
-def test_dependent_kernels_on_busy_channels_take_turns_as_on_the_h200(params, busy, profiled):
-    # as the traces ran: 32 connections (the one compiled model serves them)
+def test_dependent_kernels_on_busy_channels_take_turns_as_on_the_h200(busy, profiled):
+    # as the traces ran: 32 connections (the one compiled model serves them), and h200's
+    # syncpoints (33 streams at A = 32)
+    params = load("h200")
     name = (f"actgap_c32_A{busy}_g100" if profiled
             else f"nocupti_actgap_stamp_c32_A{busy}_g100")
     w = load_workload(scenario_paths(name)[0])
