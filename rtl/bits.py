@@ -6,7 +6,7 @@ each evaluated every cycle by the simulators and timed by the FPGA tools. These 
 functions from a few word-wide operations.
 """
 
-from amaranth import Cat, Const, Mux, Signal, Value
+from amaranth import Cat, Const, Signal, Value
 
 __all__ = ["lowest_set", "BitVector"]
 

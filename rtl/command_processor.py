@@ -1,7 +1,7 @@
 """Command processor, picking a channel, decoding its methods, dispatching work:
 :class:`CommandProcessor`."""
 
-from amaranth import Module, Signal, Array, Mux, Cat, Const
+from amaranth import Module, Signal, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -108,6 +108,8 @@ class CommandProcessor(wiring.Component):
         The deadline the CP waits for (all ones when it waits for none).
     replay : Out(cfg.channels)
         Channels with a method word to execute again (a release that found its slot busy).
+    blocked : Out(cfg.channels)
+        Channels whose word to replay is a release that still finds no slot free.
     release : Out(stream.Signature(release_layout(cfg)))
         Valid for the cycle a semaphore release executes: to a syncpoint counter or to host
         memory, with the channel's dispatch sequence number. Posted only while the channel's
@@ -188,6 +190,7 @@ class CommandProcessor(wiring.Component):
             "now": In(64),
             "wake_at": Out(64),
             "replay": Out(n),
+            "blocked": Out(n),
             "release": Out(stream.Signature(release_layout(cfg))),
             "acquire": Out(stream.Signature(acquire_layout(cfg))),
             "acquire_met": In(1),
@@ -259,6 +262,7 @@ class CommandProcessor(wiring.Component):
 
         rel_busy = self.release_busy | Mux(self.release_full, (1 << n) - 1, 0)
         blocked = replay & rel_busy
+        m.d.comb += self.blocked.eq(blocked)
         runnable = Signal(r)
         for i in range(r):
             c = self.pbdma_channel[i]

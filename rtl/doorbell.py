@@ -1,7 +1,7 @@
 """Doorbell register file, the MMIO face of the channels and their contexts in SRAM:
 :class:`DoorbellRegisterFile`."""
 
-from amaranth import Module, Signal, Const, Cat, Mux
+from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out

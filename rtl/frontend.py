@@ -1,7 +1,7 @@
 """FrontEnd, the device front end from doorbells to engine dispatch as one component:
 :class:`FrontEnd`."""
 
-from amaranth import Module, Mux, Signal, Cat
+from amaranth import Module, Mux
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -280,7 +280,6 @@ class FrontEnd(wiring.Component):
                      fe.fault.ready.eq(1)]
 
         # the host scheduler: which TSG is served, which channels are resident, their costs
-        rel_busy = sp.release_busy | Mux(sp.release_full, (1 << cfg.channels) - 1, 0)
         connect(m, flipped(self.context), rl.context)
         m.d.comb += [
             rl.tsg_mask.eq(db.tsg_mask), rl.tsg_in_flight.eq(sp.tsg_in_flight),
@@ -289,7 +288,7 @@ class FrontEnd(wiring.Component):
             db.scheduler_status.eq(rl.active | (rl.state.as_value() << 31)),
             pb.served.eq(rl.served), pb.pending.eq(db.pending), pb.replay.eq(cp.replay),
             pb.parked.eq(sp.parked), pb.error.eq(cp.error_mask),
-            pb.stuck.eq(sp.parked | (cp.replay & rel_busy) | sp.release_stall),
+            pb.stuck.eq(sp.parked | cp.blocked | sp.release_stall),
             pb.ctx_save.eq(db.ctx_save), pb.ctx_load.eq(db.ctx_load),
             pb.ch_timeslice.eq(db.ch_timeslice), pb.now.eq(self.now),
             cp.launch_hold.eq(db.launch_hold), cp.ch_timeslice.eq(db.ch_timeslice),

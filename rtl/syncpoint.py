@@ -1,7 +1,7 @@
 """Syncpoint unit, on-chip counters, deferred releases, parked acquires, in-flight work:
 :class:`SyncpointUnit`."""
 
-from amaranth import Module, Signal, Array, Mux, Cat, Const
+from amaranth import Module, Signal, Array, Mux, Cat
 from amaranth.lib import wiring, stream, data, enum
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
@@ -194,8 +194,7 @@ class SyncpointUnit(wiring.Component):
     def elaborate(self, platform):
         cfg = self.cfg
         m = Module()
-        n, s, ib, sb, k = (cfg.channels, cfg.syncpoints, cfg.inflight_bits, cfg.seq_bits,
-                           cfg.release_slots)
+        n, ib, sb, k = cfg.channels, cfg.inflight_bits, cfg.seq_bits, cfg.release_slots
 
         m.submodules.counters = mem = Memory(data=self.counter_data)
         rd_acquire, rd_fire, rd_scan = (mem.read_port(domain="comb") for _ in range(3))

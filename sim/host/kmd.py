@@ -7,7 +7,7 @@ priority comes onto it, and rings the doorbell (GP_PUT) at every kickoff. A post
 reaches its register ``mmio_write_ns`` after it is issued (see ``CoSim.mmio_write``).
 """
 
-from gpufe.rtl.layouts import ChannelReg, GlobalReg, GLOBAL_PAGE
+from gpufe.rtl.layouts import ChannelReg, GLOBAL_PAGE
 
 
 class Kmd:
