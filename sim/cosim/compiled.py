@@ -278,7 +278,7 @@ def _build_design(out, text, cxx, progress):
     if not obj.exists():
         (out / "design.il").write_text(text)
         rc, err = progress.run(yosys + ["-q", "-p", "read_rtlil design.il; write_cxxrtl design.cc"],
-                               "Yosys write_cxxrtl (about a minute)", cwd=out)
+                               "Yosys write_cxxrtl (seconds)", cwd=out)
         if rc:
             raise BackendUnavailable(f"yosys write_cxxrtl failed: {err[-2000:]}")
         if "delta cycles" in err:
@@ -288,7 +288,8 @@ def _build_design(out, text, cxx, progress):
         tmp = out / "design.o.tmp"
         _compile(progress, cxx, ["-c", "-DCXXRTL_INCLUDE_CAPI_IMPL", *includes,
                                  str(out / "design.cc"), "-o", str(tmp)],
-                 "g++ compiling the CXXRTL model (the long stage: minutes, once per design)")
+                 "g++ compiling the CXXRTL model (the long stage: a minute or two, once per "
+                 "design)")
         tmp.rename(obj)
     tmp = out / f"{lib.name}.tmp"
     _compile(progress, cxx, ["-shared", *includes, str(SHIM), str(obj), "-o", str(tmp)],

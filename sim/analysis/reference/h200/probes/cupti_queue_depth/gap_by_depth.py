@@ -1,6 +1,6 @@
 """Dependent-kernel gap against the number of kernels still queued, from this folder's traces.
 
-    python gap_by_depth.py            # every trace here: median gap for 1..14 kernels left, and deeper
+    python gap_by_depth.py     # every trace here: median gap for 1..14 kernels left, and deeper
 
 A rep is a run of kernels with no gap over 50 us between them; "left" counts the kernel that
 starts and those queued behind it.
@@ -31,7 +31,8 @@ def gaps_by_left(reps):
     by_left = {}
     for rep in reps:
         for i in range(1, len(rep)):
-            by_left.setdefault(len(rep) - i, []).append((rep[i]["start"] - rep[i - 1]["end"]) / 1000)
+            gap = (rep[i]["start"] - rep[i - 1]["end"]) / 1000
+            by_left.setdefault(len(rep) - i, []).append(gap)
     return by_left
 
 
