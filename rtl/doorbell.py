@@ -117,8 +117,8 @@ class DoorbellRegisterFile(wiring.Component):
         The bits written to INTERRUPT during the cycle of that write (write 1 to clear), else 0.
     scheduler_status : In(32)
         Returned by an ACTIVE_TSG read: the TSG served, bit 31 set during a switch.
-    timeslice, switch_time : Out(32)
-        TSG_TIMESLICE and TSG_SWITCH (ns).
+    timeslice, switch_time, preempt_time : Out(32)
+        TSG_TIMESLICE, TSG_SWITCH and TSG_PREEMPT (ns).
     ctx_save, ctx_load, ch_timeslice, launch_hold : Out(16)
         CTX_SAVE, CTX_LOAD, CH_TIMESLICE, LAUNCH_HOLD (ns).
     status : Out(32)
@@ -160,6 +160,7 @@ class DoorbellRegisterFile(wiring.Component):
             "scheduler_status": In(32),
             "timeslice": Out(32),
             "switch_time": Out(32),
+            "preempt_time": Out(32),
             "ctx_save": Out(16),
             "ctx_load": Out(16),
             "ch_timeslice": Out(16),
@@ -207,6 +208,7 @@ class DoorbellRegisterFile(wiring.Component):
 
         # the host scheduler's configuration registers (GlobalReg name -> register)
         config = {GlobalReg.TSG_TIMESLICE: self.timeslice, GlobalReg.TSG_SWITCH: self.switch_time,
+                  GlobalReg.TSG_PREEMPT: self.preempt_time,
                   GlobalReg.CTX_SAVE: self.ctx_save, GlobalReg.CTX_LOAD: self.ctx_load,
                   GlobalReg.CH_TIMESLICE: self.ch_timeslice,
                   GlobalReg.LAUNCH_HOLD: self.launch_hold}

@@ -285,6 +285,7 @@ class FrontEnd(wiring.Component):
             rl.tsg_mask.eq(db.tsg_mask), rl.tsg_in_flight.eq(sp.tsg_in_flight),
             rl.busy.eq(db.pending | cp.replay | sp.parked | sp.release_busy),
             rl.now.eq(self.now), rl.timeslice.eq(db.timeslice), rl.switch_time.eq(db.switch_time),
+            rl.preempt_time.eq(db.preempt_time),
             db.scheduler_status.eq(rl.active | (rl.state.as_value() << 31)),
             pb.served.eq(rl.served), pb.pending.eq(db.pending), pb.replay.eq(cp.replay),
             pb.parked.eq(sp.parked), pb.error.eq(cp.error_mask),

@@ -458,6 +458,8 @@ class GlobalReg(enum.Enum, shape=4):
     CH_TIMESLICE = 8       # ns a channel may hold its PBDMA while another waits (0: no limit)
     LAUNCH_HOLD = 9        # ns the CP spends after each launch (CUPTI's stamps)
     ACTIVE_TSG = 10        # R: the TSG being served, bit 31 set during a switch
+    TSG_PREEMPT = 11       # ns a switch takes more when the TSG switched out still has work
+                           # (its work on the engines is preempted and its state saved)
 
 
 STATUS_BAD_CHANNEL = 1 << 0

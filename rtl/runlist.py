@@ -25,7 +25,9 @@ class RunlistScheduler(wiring.Component):
     out while another TSG has work, or until it has no work left while another has. Then the
     scheduler switches: the engines are told to preempt the old TSG (``context`` with ``run``
     0), nothing is served for ``switch_time`` ns (the context is saved and the next one
-    loaded), and the next TSG with work, in round-robin order of TSG ids, becomes active with a
+    loaded), ``preempt_time`` ns more when the old TSG still had work (a timeslice ran out:
+    its work in flight is preempted and its state saved, which a TSG that ran dry does not
+    need), and the next TSG with work, in round-robin order of TSG ids, becomes active with a
     fresh timeslice (``context`` with ``run`` 1). A timeslice counts only while another TSG has
     work (before that, it starts afresh every cycle). A TSG has work while one of its channels
     has GPFIFO entries not decoded, a method to replay, a parked acquire or a release waiting
@@ -55,6 +57,8 @@ class RunlistScheduler(wiring.Component):
         ns a TSG may run while another has work (0: switch whenever another has work).
     switch_time : In(32)
         ns a switch between TSGs takes.
+    preempt_time : In(32)
+        ns a switch takes more when the TSG switched out still has work.
     now : In(64)
         The current time in ns.
     served : Out(cfg.channels)
@@ -84,6 +88,7 @@ class RunlistScheduler(wiring.Component):
             "tsg_in_flight": In(cfg.tsgs),
             "timeslice": In(32),
             "switch_time": In(32),
+            "preempt_time": In(32),
             "now": In(64),
             "served": Out(n),
             "active": Out(tb),
@@ -135,7 +140,8 @@ class RunlistScheduler(wiring.Component):
             with m.Case(RunlistState.RUN):
                 with m.If(want & ~ctx.valid):
                     m.d.sync += [state.eq(RunlistState.SWITCH), target.eq(nxt),
-                                 switch_end.eq(self.now + self.switch_time),
+                                 switch_end.eq(self.now + self.switch_time
+                                               + Mux(active_busy, self.preempt_time, 0)),
                                  ctx.valid.eq(1), ctx.payload.tsg.eq(active),
                                  ctx.payload.run.eq(0)]
             with m.Case(RunlistState.SWITCH):

@@ -118,7 +118,10 @@ SIMULATED = [
      "stream_period_us", (100.0, 250.0)),
     ("cupti_launch_hold_ns", tuple(f"actgap_c32_A{a}_g100" for a in (2, 4, 8)),
      "stream_period_us", (1100.0, 1300.0)),
-    ("tsg_switch_ns", "procs_long_P2", "switch_us", (120000.0, 170000.0)),
+    # a switch away from a process that ran dry (empty kernels: its queue drains), then the
+    # extra of one that still has work (20 ms kernels: its timeslice runs out)
+    ("tsg_switch_ns", "procs_empty_P2", "switch_gap_us", (120000.0, 150000.0)),
+    ("tsg_preempt_ns", "procs_long_P2", "switch_us", (5000.0, 30000.0)),
 ]
 
 

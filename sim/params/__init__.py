@@ -113,6 +113,8 @@ class Params:
     tsg_timeslice_ns: float = _ns("time a context (TSG: one process) may hold the GPU while "
                                   "another has work ((TIMEOUT << SCALE) x 1024 ns)")
     tsg_switch_ns: float = _ns("a context switch between TSGs: nothing is served meanwhile")
+    tsg_preempt_ns: float = _ns("added to a switch whose outgoing TSG still has work (its "
+                                "timeslice ran out): preempting and saving its work in flight")
     pbdma_ctx_save_ns: float = _ns("PBDMA: saving a channel's context when it moves to another "
                                    "channel")
     pbdma_ctx_load_ns: float = _ns("PBDMA: loading the next channel's context")
@@ -162,6 +164,7 @@ class Params:
         from gpufe.rtl.layouts import GlobalReg
         return {GlobalReg.TSG_TIMESLICE: round(self.tsg_timeslice_ns),
                 GlobalReg.TSG_SWITCH: round(self.tsg_switch_ns),
+                GlobalReg.TSG_PREEMPT: round(self.tsg_preempt_ns),
                 GlobalReg.CTX_SAVE: round(self.pbdma_ctx_save_ns),
                 GlobalReg.CTX_LOAD: round(self.pbdma_ctx_load_ns),
                 GlobalReg.CH_TIMESLICE: round(self.pbdma_ch_timeslice_ns),
@@ -262,7 +265,7 @@ def check(raw, source, base=None, name=None):
                 raise ParamsError(f"{source}: {what} is {cycles:,} cycles at clock_ghz "
                                   f"{p.clock_ghz:g}; the front end's {reg} register holds "
                                   f"65,535")
-    limits = {"TSG_TIMESLICE": 0xFFFFFFFF, "TSG_SWITCH": 0xFFFFFFFF}
+    limits = {"TSG_TIMESLICE": 0xFFFFFFFF, "TSG_SWITCH": 0xFFFFFFFF, "TSG_PREEMPT": 0xFFFFFFFF}
     for profiled in (False, True):
         for reg, value in p.scheduler_registers(profiled).items():
             top = limits.get(reg.name, 0xFFFF)

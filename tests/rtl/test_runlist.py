@@ -13,10 +13,11 @@ class Bench:
     (always taken). ``busy`` and ``in_flight``: cycle -> the channel mask / TSG mask from then
     on."""
 
-    def __init__(self, tsg_of, timeslice=100, switch_time=20):
+    def __init__(self, tsg_of, timeslice=100, switch_time=20, preempt_time=0):
         assert len(tsg_of) == CFG.channels
         self.dut = RunlistScheduler(CFG)
         self.tsg_of, self.timeslice, self.switch_time = tsg_of, timeslice, switch_time
+        self.preempt_time = preempt_time
         self.busy = {}                   # cycle -> busy channels from then on
         self.in_flight = {}              # cycle -> TSGs with work in flight from then on
         self.log = []                    # (cycle, tsg, run)
@@ -34,6 +35,7 @@ class Bench:
             ctx.set(dut.tsg_mask, [self.mask(g) for g in range(CFG.tsgs)])
             ctx.set(dut.timeslice, self.timeslice)
             ctx.set(dut.switch_time, self.switch_time)
+            ctx.set(dut.preempt_time, self.preempt_time)
             ctx.set(dut.context.ready, 1)
             busy = in_flight = 0
             for cycle in range(cycles):
@@ -123,3 +125,24 @@ def test_work_in_flight_alone_keeps_a_tsg_busy():
     rival.run(200)
     assert rival.log[:2] == [(150, 0, 0), (160, 3, 1)]
     assert rival.served[165] == 0b1100_0000
+
+
+def test_a_switch_away_from_a_tsg_with_work_takes_the_preemption_too():
+    tsg_of = [0, 0, 1, 1, 2, 2, 3, 3]
+    # TSG 0 ran dry (no work, nothing in flight) when TSG 1's work came: a plain switch
+    dry = Bench(tsg_of, timeslice=50, switch_time=10, preempt_time=25)
+    dry.busy = {0: 0b0001, 5: 0b0000, 10: 0b0100}
+    dry.run(100)
+    assert dry.log[:2] == [(11, 0, 0), (21, 1, 1)]
+    # TSG 0 still has work when its timeslice runs out: preempting it costs 25 ns more
+    held = Bench(tsg_of, timeslice=50, switch_time=10, preempt_time=25)
+    held.busy = {0: 0b0101}
+    held.run(150)
+    assert held.log[:2] == [(51, 0, 0), (86, 1, 1)]
+    assert held.wake[60] == 85               # the switch's deadline holds both parts
+    # so is a TSG whose only work is in flight on the engines
+    flight = Bench(tsg_of, timeslice=50, switch_time=10, preempt_time=25)
+    flight.busy = {0: 0b0001, 5: 0b0000, 10: 0b0100}
+    flight.in_flight = {5: 0b0001}
+    flight.run(150)
+    assert flight.log[:2] == [(60, 0, 0), (95, 1, 1)]

@@ -23,13 +23,17 @@ def _two(block_ns=500_000, **kw):
 
 
 def test_processes_time_slice_the_gpu(params):
-    p = params.with_overrides(tsg_timeslice_ns=100_000, tsg_switch_ns=10_000)
+    p = params.with_overrides(tsg_timeslice_ns=100_000, tsg_switch_ns=10_000,
+                              tsg_preempt_ns=4_000)
     r = simulate(_two(), p)
     kernels = [x for x in r.records if x["kind"] == "kernel"]
     switches = [x for x in r.records if x["kind"] == "ctxsw"]
     assert sorted(k["pid"] for k in kernels) == ["p0", "p1"]
-    # every switch takes its 10 us; while both have work, each runs 100 us at a time
-    assert {s["end"] - s["start"] for s in switches} == {10_000}
+    # a switch away from a process with work (its timeslice ran out) takes 10 + 4 us; away
+    # from one without (the first, before p0 launched; the last, after p1's kernel ended)
+    # 10 us. While both have work, each runs 100 us at a time.
+    cost = [s["end"] - s["start"] for s in switches]
+    assert cost[0] == cost[-1] == 10_000 and set(cost[1:-1]) == {14_000}
     busy = [s for s in switches if s["end"] < min(k["end"] for k in kernels)]
     assert [s["pid_in"] for s in busy] == ["p1", "p0"] * (len(busy) // 2) + (
         ["p1"] if len(busy) % 2 else [])
