@@ -9,7 +9,6 @@ submitted -> start. chain (100 empty kernels behind a gate, 3 reps): the gap bet
 dependent kernels with more than 10 left in the queue and with 10 or fewer.
 """
 
-import glob
 import gzip
 import json
 import os
