@@ -62,8 +62,7 @@ class RunlistScheduler(wiring.Component):
     now : In(64)
         The current time in ns.
     served : Out(cfg.channels)
-        Channels of the active TSG, while no switch is under way (a register: a channel moved
-        to another TSG shows a cycle after its ``tsg_mask`` changes).
+        Channels of the active TSG, while no switch is under way.
     active : Out(cfg.tsg_bits)
         The TSG being served (or switched to).
     state : Out(RunlistState)
@@ -135,34 +134,26 @@ class RunlistScheduler(wiring.Component):
         want = Signal()
         m.d.comb += want.eq((state == RunlistState.RUN) & others.any()
                             & (~active_busy | (armed & (self.now >= slice_end))))
-        # the served mask is a register, written with the state and the TSG they will have
-        # next cycle (so it reads as if computed from them), which takes the TSG lookup off
-        # the PBDMA binder's one-cycle path (the FPGA's critical path); a channel moved to
-        # another TSG is seen a cycle later
-        served = Signal(n, init=(1 << n) - 1)
-        masks = self.tsg_mask.as_value()
         with m.If(ctx.ready):
             m.d.sync += ctx.valid.eq(0)
         with m.Switch(state):
             with m.Case(RunlistState.RUN):
-                m.d.sync += served.eq(masks.word_select(active, n))
                 with m.If(want & ~ctx.valid):
-                    m.d.sync += [served.eq(0),
-                                 state.eq(RunlistState.SWITCH), target.eq(nxt),
+                    m.d.sync += [state.eq(RunlistState.SWITCH), target.eq(nxt),
                                  switch_end.eq(self.now + self.switch_time
                                                + Mux(active_busy, self.preempt_time, 0)),
                                  ctx.valid.eq(1), ctx.payload.tsg.eq(active),
                                  ctx.payload.run.eq(0)]
             with m.Case(RunlistState.SWITCH):
                 with m.If((self.now >= switch_end) & ~ctx.valid):
-                    m.d.sync += [served.eq(masks.word_select(target, n)),
-                                 state.eq(RunlistState.RUN), active.eq(target),
+                    m.d.sync += [state.eq(RunlistState.RUN), active.eq(target),
                                  slice_end.eq(self.now + self.timeslice),
                                  ctx.valid.eq(1), ctx.payload.tsg.eq(target),
                                  ctx.payload.run.eq(1)]
 
         running = state == RunlistState.RUN
-        m.d.comb += self.served.eq(served)
+        m.d.comb += self.served.eq(Mux(running, self.tsg_mask.as_value().word_select(active, n),
+                                       0))
         with m.If(~running):
             m.d.comb += self.wake_at.eq(switch_end)
         with m.Elif(others.any() & active_busy):
