@@ -6,7 +6,9 @@ actgap (A streams of 200 dependent k_stampp kernels behind a gate, stamp=1): the
 period from the kernels' own %globaltimer stamps (the same clock with CUPTI on or off), all
 but the last 12, and over the last 10; with kernel records, the median kernel duration and
 submitted -> start. chain (100 empty kernels behind a gate, 3 reps): the gap between
-dependent kernels with more than 10 left in the queue and with 10 or fewer.
+dependent kernels with more than 10 left in the queue and with 10 or fewer. hyperq and
+fanout2 (record_more.sh: kernels of 100 us / 2 ms, several streams a channel): the gap
+between consecutive kernels of a stream, with and without latency timestamps.
 """
 
 import gzip
@@ -54,6 +56,18 @@ def chain_row(path):
     return statistics.median(deep), statistics.median(shallow)
 
 
+def stream_gap(path):
+    """Median gap between consecutive long kernels of one stream (us)."""
+    ks = sorted((r for r in _records(path) if r["kind"] == "kernel"
+                 and r["end"] - r["start"] > 50000), key=lambda r: r["start"])
+    by_stream = {}
+    for k in ks:
+        by_stream.setdefault(k["stream"], []).append(k)
+    gaps = [(b["start"] - a["end"]) / 1000 for run in by_stream.values()
+            for a, b in zip(run, run[1:]) if b["start"] - a["end"] < 50000]
+    return statistics.median(gaps)
+
+
 def _fmt(x):
     return "-" if x is None else f"{x:.3f}"
 
@@ -70,6 +84,11 @@ def main():
         path = os.path.join(HERE, f"chain_gate_n100_{v}.jsonl.gz")
         if os.path.exists(path) and v != "rt":
             print(f"  {what:58s} " + "  ".join(_fmt(x) for x in chain_row(path)))
+    print("several channels: gap between a stream's kernels, all records with / without "
+          "latency timestamps (us)")
+    for name in ("hyperq_c2_s2", "hyperq_c8_s8", "fanout2_c8_s32"):
+        gaps = [stream_gap(os.path.join(HERE, f"{name}_{v}.jsonl.gz")) for v in ("full", "nolat")]
+        print(f"  {name:58s} " + "  ".join(_fmt(x) for x in gaps))
 
 
 if __name__ == "__main__":
