@@ -11,11 +11,11 @@ fanout2 (record_more.sh: kernels of 100 us / 2 ms, several streams a channel): t
 between consecutive kernels of a stream, with and without latency timestamps.
 """
 
-import gzip
-import json
 import os
 import statistics
 import sys
+
+from gpufe.sim.analysis.traces import read_fe_trace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cupti_queue_depth"))
@@ -28,13 +28,8 @@ VARIANTS = {"nocupti": "CUPTI off", "rt": "runtime API records only",
             "full": "all records, latency timestamps (as the calibration set)"}
 
 
-def _records(path):
-    with gzip.open(path, "rt") as f:
-        return [json.loads(line) for line in f]
-
-
 def actgap_row(path):
-    recs = _records(path)
+    recs = read_fe_trace(path)
     body, tail = [], []
     for r in recs:
         if r.get("what") == "act_stamps":
@@ -58,7 +53,7 @@ def chain_row(path):
 
 def stream_gap(path):
     """Median gap between consecutive long kernels of one stream (us)."""
-    ks = sorted((r for r in _records(path) if r["kind"] == "kernel"
+    ks = sorted((r for r in read_fe_trace(path) if r["kind"] == "kernel"
                  and r["end"] - r["start"] > 50000), key=lambda r: r["start"])
     by_stream = {}
     for k in ks:

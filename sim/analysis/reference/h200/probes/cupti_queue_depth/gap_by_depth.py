@@ -7,17 +7,16 @@ starts and those queued behind it.
 """
 
 import glob
-import gzip
-import json
 import os
 import statistics
 
+from gpufe.sim.analysis.traces import read_fe_trace
+
 
 def reps_of(path):
-    with gzip.open(path, "rt") as f:
-        kernels = sorted((r for r in map(json.loads, f)
-                          if r["kind"] == "kernel" and "empty" in r["name"]),
-                         key=lambda r: r["start"])
+    kernels = sorted((r for r in read_fe_trace(path)
+                      if r["kind"] == "kernel" and "empty" in r["name"]),
+                     key=lambda r: r["start"])
     reps = [[kernels[0]]]
     for a, b in zip(kernels, kernels[1:]):
         if b["start"] - a["end"] > 50000:
