@@ -32,7 +32,7 @@ class FrontEndConfig:
     #: and its decode context loaded.
     pbdmas: int = 1
     #: GPFIFO entries a PBDMA holds fetched and not yet decoded (its segment queue).
-    pbdma_segments: int = 8
+    pbdma_segments: int = 11
     #: Semaphore releases waiting to fire, at most (a pool shared by the channels).
     release_slots: int = 8
     #: Words (32-bit dwords) of the shared FIFO SRAM.

@@ -111,8 +111,10 @@ class FrontEnd(wiring.Component):
         The current time in ns.
     acquire_retry : In(16)
         Cycles from a syncpoint counter change to the re-check of parked channels.
-    timestamp_hold : In(16)
-        Cycles a timestamp release holds its channel after its last write is taken.
+    timestamp_hold, stamp_hold, stamp_fetch : In(16)
+        ns a timestamp release holds its channel after its last write is taken (its round
+        trip): with RELEASE_WFI, without, and added to either while the channel's PBDMA still
+        has GPFIFO entries to fetch (:class:`~gpufe.rtl.syncpoint.SyncpointUnit`).
     doorbell : DoorbellRegisterFile
         The MMIO registers.
     fetcher : DmaFetcher
@@ -157,6 +159,8 @@ class FrontEnd(wiring.Component):
             "now": In(64),
             "acquire_retry": In(16),
             "timestamp_hold": In(16),
+            "stamp_hold": In(16),
+            "stamp_fetch": In(16),
         })
         # built here so that tests and waveforms can reach their ports
         self.doorbell = DoorbellRegisterFile(cfg)
@@ -236,6 +240,7 @@ class FrontEnd(wiring.Component):
             sp.now.eq(self.now),
             sp.acquire_retry.eq(self.acquire_retry),
             sp.timestamp_hold.eq(self.timestamp_hold),
+            sp.stamp_hold.eq(self.stamp_hold), sp.stamp_fetch.eq(self.stamp_fetch),
             self.irq.eq(cp.interrupt),
         ]
 
@@ -256,7 +261,13 @@ class FrontEnd(wiring.Component):
             fe.pending.eq(pb.fetch_pending), fe.gp_get.eq(pb.fetch_get),
             fe.gp_base.eq(pb.gp_base), fe.halt.eq(pb.fetch_halt), pb.in_flight.eq(fe.in_flight),
             fe.free.eq(ff.free), ff.want.eq(fe.want), ff.discard.eq(pb.discard),
+            sp.pbdma_channel.eq(pb.channel),
         ]
+        # PBDMAs whose channel has entries waiting beyond a full segment queue: a timestamp's
+        # round trip is longer (its confirmation queues behind the prefetch they keep going)
+        for i in range(cfg.pbdmas):
+            m.d.comb += sp.fetch_behind[i].eq(pb.running[i] & ~pb.fetch_pending[i]
+                                              & (db.pbdma_put[i] != pb.fetch_get[i]))
 
         # FIFO -> CP <-> syncpoints
         connect(m, cp.release, sp.release)
@@ -289,13 +300,16 @@ class FrontEnd(wiring.Component):
             db.scheduler_status.eq(rl.active | (rl.state.as_value() << 31)),
             pb.served.eq(rl.served), pb.pending.eq(db.pending), pb.replay.eq(cp.replay),
             pb.parked.eq(sp.parked), pb.error.eq(cp.error_mask),
-            pb.stuck.eq(sp.parked | cp.blocked | sp.release_stall),
+            # (a channel held by a timestamp's round trip keeps its PBDMA: on the H200 a
+            # stamp costs two streams what it costs one, not a save and a load more)
+            pb.stuck.eq(sp.parked | cp.blocked),
             pb.ctx_save.eq(db.ctx_save), pb.ctx_load.eq(db.ctx_load),
             pb.ch_timeslice.eq(db.ch_timeslice), pb.now.eq(self.now),
             cp.launch_hold.eq(db.launch_hold), cp.ch_timeslice.eq(db.ch_timeslice),
             cp.now.eq(self.now),
         ]
         wake = Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)
+        wake = Mux(sp.wake_at < wake, sp.wake_at, wake)
         m.d.comb += self.wake_at.eq(Mux(pb.wake_at < wake, pb.wake_at, wake))
 
         # errors: a channel in error leaves its PBDMA (its FIFO data is discarded)

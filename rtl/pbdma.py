@@ -44,7 +44,8 @@ class PbdmaUnits(wiring.Component):
 
     *Switching out* (the switch policies): a channel leaves its PBDMA when it is in error, when
     its TSG is no longer served, and, one PBDMA at a time while none is free, when it is stuck
-    (parked on an acquire, blocked on a release, or held by a timestamp release) while another
+    (parked on an acquire or blocked on a release; a timestamp's round trip is waited out on
+    the PBDMA, shorter than a save and a load) while another
     served channel has work or waits on an acquire (so that one waking pays only the load),
     when it has no work left while another channel waits for a PBDMA, when a channel of greater
     priority waits, or when its channel timeslice (``ch_timeslice`` ns, 0: none) is over while
@@ -69,8 +70,8 @@ class PbdmaUnits(wiring.Component):
     ----------
     served, pending, replay, parked, stuck, error : In(cfg.channels)
         Channels of the TSG served; with entries not decoded (GP_PUT != GP_GET); with a method
-        word to replay; parked on an acquire; stuck (parked, or blocked on a release, or held
-        by a timestamp release); in error.
+        word to replay; parked on an acquire; stuck (parked, or blocked on a release); in
+        error.
     prio_mask : In(data.ArrayLayout(cfg.channels, cfg.priority_levels))
         The channels of each priority level.
     bind_channel : Out(cfg.chan_bits)

@@ -27,7 +27,7 @@ class FireState(enum.Enum, shape=2):
     IDLE = 0
     PAYLOAD = 1
     TIMESTAMP = 2
-    HOLD = 3           # a timestamp release's channel held ``timestamp_hold`` cycles more
+    HOLD = 3           # a timestamp release's channel held: its write's round trip
 
 
 def release_layout(cfg):
@@ -69,9 +69,13 @@ class SyncpointUnit(wiring.Component):
     payload, then ``now`` as an 8-byte timestamp when RELEASE_TIMESTAMP is set). A channel
     with a release waiting (``release_busy``), or any channel while the pool is full
     (``release_full``), must wait before posting another. A timestamp release holds its whole
-    channel until its writes are done and ``timestamp_hold`` cycles more (a configuration
-    input: the timestamp write's round trip) (``release_stall``): the timestamp must be taken
-    after the work before it and before the work after it.
+    channel (``release_stall``) until its writes are done and their round trip is over: the
+    timestamp must be taken after the work before it and before the work after it. The round
+    trip is a configuration input, ``timestamp_hold`` ns for a RELEASE_WFI timestamp (an
+    event's time: the work before it completed) and ``stamp_hold`` ns for one without (a
+    front-end time stamp, as CUPTI's per-launch ``submitted``), plus ``stamp_fetch`` ns while
+    the channel's PBDMA still has GPFIFO entries to fetch (``fetch_behind``): the write is
+    confirmed behind the reads the PBDMA prefetches.
 
     *Completion releases*: a compute completion may carry a release of its own (``release``,
     ``index``, ``value``: the kernel's launch named a syncpoint, as a QMD's release fields do);
@@ -90,7 +94,9 @@ class SyncpointUnit(wiring.Component):
 
     Timing: a release whose wait is over writes its counter at the next clock edge (one release
     fires at a time, the lowest pool entry first); a host-memory release offers its first write
-    the cycle after, each write held until taken. After a counter change, the scan starts
+    the cycle after, each write held until taken. A timestamp release's round trip is a
+    deadline on ``now`` (``wake_at``): it ends in the first cycle at or after ``hold`` + 1 ns
+    from the cycle its last write is taken, and the next release fires after it. After a counter change, the scan starts
     ``acquire_retry`` cycles later and takes a cycle per channel parked (a further change
     restarts the wait).
 
@@ -129,8 +135,16 @@ class SyncpointUnit(wiring.Component):
         The current time in ns, written by timestamp releases.
     acquire_retry : In(16)
         Cycles from a counter change to the scan of the parked channels.
-    timestamp_hold : In(16)
-        Cycles a timestamp release holds its channel after its last write is taken.
+    timestamp_hold, stamp_hold, stamp_fetch : In(16)
+        ns a timestamp release holds its channel after its last write is taken: with
+        RELEASE_WFI, without, and added to either while the channel's PBDMA has entries to
+        fetch.
+    fetch_behind : In(cfg.pbdmas)
+        PBDMAs with GPFIFO entries still to fetch (beyond their segment queue)...
+    pbdma_channel : In(data.ArrayLayout(cfg.chan_bits, cfg.pbdmas))
+        ...and their channels.
+    wake_at : Out(64)
+        The deadline of the round trip waited for (all ones when none).
     dma_write : Out(stream.Signature(DmaWrite))
         Host-memory writes of releases: the payload (4 or 8 bytes, ``wide``), then the
         timestamp. Held until taken.
@@ -147,8 +161,8 @@ class SyncpointUnit(wiring.Component):
     all_complete : Out(1)
         No work in flight on any channel.
     quiescent : Out(1)
-        No release to fire or being written and no wake scan pending: only an input can change
-        anything.
+        No release to fire or being written (a round trip may be waited for) and no wake scan
+        pending: only an input, or ``now`` reaching ``wake_at``, can change anything.
     counter_data : MemoryData
         The counters' storage (32-bit words, ``syncpoints`` deep); ``counter_data[i]`` can be
         read in simulation.
@@ -179,6 +193,11 @@ class SyncpointUnit(wiring.Component):
             "now": In(64),
             "acquire_retry": In(16),
             "timestamp_hold": In(16),
+            "stamp_hold": In(16),
+            "stamp_fetch": In(16),
+            "fetch_behind": In(cfg.pbdmas),
+            "pbdma_channel": In(data.ArrayLayout(cfg.chan_bits, cfg.pbdmas)),
+            "wake_at": Out(64),
             "dma_write": Out(stream.Signature(DmaWrite)),
             "parked": Out(n),
             "release_busy": Out(n),
@@ -318,7 +337,15 @@ class SyncpointUnit(wiring.Component):
                 m.d.comb += p_new.eq(p_counter + 1)
         wr = self.dma_write
         counter_changed = Signal()
-        hold = Signal(16)
+        hold_until = Signal(64)
+        # the round trip of the release being written: its own, and the prefetch it waits behind
+        behind = Signal()
+        m.d.comb += behind.eq(Cat(self.fetch_behind[i] & (self.pbdma_channel[i] == r.channel)
+                                  for i in range(cfg.pbdmas)).any())
+        round_trip = Signal(17)
+        m.d.comb += round_trip.eq(Mux(r.wfi, self.timestamp_hold, self.stamp_hold)
+                                  + Mux(behind, self.stamp_fetch, 0))
+        m.d.comb += self.wake_at.eq(Mux(fstate == FireState.HOLD, hold_until, (1 << 64) - 1))
 
         def retire(j, c):
             m.d.sync += rel_valid.bit_select(j, 1).eq(0)
@@ -354,13 +381,11 @@ class SyncpointUnit(wiring.Component):
             with m.Case(FireState.TIMESTAMP):
                 with m.If(wr.ready):
                     m.d.sync += [fstate.eq(FireState.HOLD), wr.valid.eq(0),
-                                 hold.eq(self.timestamp_hold)]
+                                 hold_until.eq(self.now + round_trip + 1)]
             with m.Case(FireState.HOLD):
-                with m.If(hold == 0):
+                with m.If(self.now >= hold_until):
                     m.d.sync += fstate.eq(FireState.IDLE)
                     retire(cur, r.channel)
-                with m.Else():
-                    m.d.sync += hold.eq(hold - 1)
 
         # -- wake scanner: after a change (and the retry interval), the channels parked then,
         # one a cycle, lowest first
@@ -390,5 +415,8 @@ class SyncpointUnit(wiring.Component):
         for bits in (busy_bits, stall_bits, parked_bits):
             bits.commit()
 
-        m.d.comb += self.quiescent.eq(~fireable.any() & (fstate == FireState.IDLE) & ~scanning)
+        # (a round trip is a deadline: ``wake_at`` says when it ends)
+        m.d.comb += self.quiescent.eq(~scanning
+                                      & (((fstate == FireState.IDLE) & ~fireable.any())
+                                         | ((fstate == FireState.HOLD) & (self.now < hold_until))))
         return m

@@ -23,10 +23,35 @@ import math
 import statistics
 
 from gpufe.sim.analysis.metrics import metrics
+from gpufe.sim.host.workload import parse_workload
 from gpufe.sim.params import load
-from gpufe.sim.analysis.scenarios import scenario_paths
+from gpufe.sim.analysis.scenarios import scenario_paths, workload_from_header, HERE
 from gpufe.sim.analysis.traces import read_fe_trace
-from gpufe.sim.analysis.validate import run_scenario, measured_metrics
+from gpufe.sim.analysis.validate import run_scenario, measured_metrics, all_metrics
+from gpufe.sim.run import simulate
+
+#: probe traces (``reference/h200/probes/<probe>/<trace>``, not validation scenarios: the
+#: evidence for one mechanism) that a fit may target, with the settings they were recorded
+#: under
+PROBES = {
+    "cupti_latency_timestamps/chain_gate_n100_kern_nolat": {"cupti_latency_timestamps": 0},
+}
+
+
+def _probe_records(name):
+    return read_fe_trace(HERE / "h200" / "probes" / f"{name}.jsonl.gz")
+
+
+def probe_metrics(name, params=None, backend="compiled"):
+    """The metrics of probe trace ``name`` (a key of :data:`PROBES`), or with ``params`` the
+    model's on the program its header names, run with the probe's settings (profiled)."""
+    records = _probe_records(name)
+    program = records[0]["scenario"]
+    if params is None:
+        return all_metrics(records, program)
+    w = parse_workload(workload_from_header(records[0], name.split("/")[-1]), name)
+    r = simulate(w, params.with_overrides(**PROBES[name]), backend=backend, profiler="cupti")
+    return all_metrics(r.records, program)
 
 
 def _trace(name):
@@ -102,7 +127,13 @@ SIMULATED = [
     ("cupti_kernel_ns", "chain_stream_gate", "median_kernel_us", (0.0, 200.0)),
     ("cupti_graph_kernel_ns", "chain_graph_gate", "median_kernel_us", (0.0, 300.0)),
     ("launch_latency_ns", "chain_stream_gate", "submitted_to_start_us", (150.0, 600.0)),
-    ("cupti_release_ns", "chain_stream_gate", "median_gap_us", (500.0, 2000.0)),
+    # CUPTI's kernel records on a dependent chain without latency timestamps (a probe), then
+    # the latency timestamps' stamp: its round trip on two streams' short queues, and what it
+    # adds while more than a segment queue of entries waits behind (1,000 queued kernels)
+    ("cupti_release_ns", "cupti_latency_timestamps/chain_gate_n100_kern_nolat", "median_gap_us",
+     (100.0, 500.0)),
+    ("stamp_hold_ns", "hyperq_c8_s2_o0", "median_gap_us", (200.0, 600.0)),
+    ("stamp_fetch_ns", "chain_stream_gate", "median_gap_us", (400.0, 900.0)),
     ("kickoff_ns", "chain_stream", "queued_to_submitted_us", (2000.0, 3500.0)),
     ("timestamp_hold_ns", "events_t1_g50000000", "median_gap_us", (500.0, 2000.0)),
     ("sync_kickoff_ns", "sync_h0", "sync_return_us", (200.0, 1500.0)),
@@ -117,7 +148,7 @@ SIMULATED = [
     ("pbdma_ctx_load_ns", tuple(f"nocupti_actgap_stamp_c32_A{a}_g100" for a in (2, 4, 8)),
      "stream_period_us", (100.0, 250.0)),
     ("cupti_launch_hold_ns", tuple(f"actgap_c32_A{a}_g100" for a in (2, 4, 8)),
-     "stream_period_us", (1100.0, 1300.0)),
+     "stream_period_us", (500.0, 900.0)),
     # a switch away from a process that ran dry (empty kernels: its queue drains), then the
     # extra of one that still has work (20 ms kernels: its timeslice runs out)
     ("tsg_switch_ns", "procs_empty_P2", "switch_gap_us", (120000.0, 150000.0)),
@@ -177,7 +208,9 @@ def calibrate(base="h200", backend="compiled", log=print):
     residuals = []
     for name, scenario, metric, (x0, x1) in SIMULATED:
         series = scenario if isinstance(scenario, tuple) else None
-        measured = 1.0 if series else measured_metrics(scenario)[metric]
+        probe = scenario in PROBES
+        measured = (1.0 if series else probe_metrics(scenario)[metric] if probe
+                    else measured_metrics(scenario)[metric])
 
         def with_value(p, x, name=name):
             p = p.with_overrides(**{name: round(x, 1)})
@@ -187,7 +220,10 @@ def calibrate(base="h200", backend="compiled", log=print):
                 p = p.with_overrides(cupti_graph_node_ns=round(max(per_node_prof - x, 0), 1))
             return p
 
-        def model(x, scenario=scenario, metric=metric, with_value=with_value, series=series):
+        def model(x, scenario=scenario, metric=metric, with_value=with_value, series=series,
+                  probe=probe):
+            if probe:
+                return probe_metrics(scenario, with_value(params, x), backend)[metric]
             if series:
                 ratios = [run_scenario(n, with_value(params, x), backend)[0][metric]
                           / measured_metrics(n)[metric] for n in series]

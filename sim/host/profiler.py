@@ -4,11 +4,19 @@ reference traces were taken; nothing with ``"off"``).
 On the CPU: time inside every kernel launch call (the kernel's activity record is set up: the
 call's record ends after it), time after every call, and time per node in a graph launch. On
 the GPU side, which the co-simulation models (``cupti_kernel_ns``, ``cupti_graph_kernel_ns``,
-``cupti_release_ns`` in the engines, ``cupti_launch_hold_ns`` in the front end's registers):
-longer kernels, a stream kernel's completion reaching the front end later, and the PBDMA held
-after every launch. And in the records: a stream kernel's "submitted" is when the front end
-dispatched it, not its kickoff.
+``cupti_release_ns`` in the engines): longer kernels, and a stream kernel's completion
+reaching the front end later (its end timestamp is written first).
+
+With latency timestamps (``cupti_latency_timestamps``, on in the reference traces), every
+stream launch is preceded in its channel by a time stamp: a semaphore release with a timestamp
+and no WFI, which holds the channel for its round trip (``stamp_hold_ns``, and
+``stamp_fetch_ns`` more while the PBDMA still has GPFIFO entries to fetch behind it: why a
+dependent kernel waits longer with more than ~10 kernels queued); and the command processor
+spends ``cupti_launch_hold_ns`` after each launch. In the records, a stream kernel's
+"submitted" is when the front end dispatched it, right after its stamp, not its kickoff.
 """
+
+from gpufe.sim.host.encode import PushBuffer
 
 
 class Profiler:
@@ -17,6 +25,19 @@ class Profiler:
         self.p = cosim.p
         self.timeline = timeline
         self.enabled = cosim.profiler == "cupti"
+        self.latency = self.enabled and bool(self.p.cupti_latency_timestamps)
+        self._stamps = None          # host buffer the `submitted` stamps are written to
+        self._stamp_count = 0
+
+    def stamp_submitted(self, pb: PushBuffer):
+        """With latency timestamps, the launch's `submitted` time stamp, pushed before it: a
+        release with a timestamp and no WFI (taken when the front end reaches it)."""
+        if not self.latency:
+            return
+        if self._stamps is None:
+            self._stamps = self.sim.mem.alloc(16, align=16)
+        self._stamp_count = (self._stamp_count + 1) & 0xFFFFFFFF
+        pb.sem_release(self._stamps, self._stamp_count, wfi=False, timestamp=True)
 
     def api_call(self, call):
         """Run one API call (a generator), then CUPTI's cost: time inside a launch call (the

@@ -66,8 +66,15 @@ class Params:
     dma_read_bytes_per_ns: float = _rate("DMA read bandwidth of the fetcher's path")
     dma_write_ns: float = _ns("front end's DMA write port busy per 8-byte write (semaphore "
                               "and timestamp writes)")
-    timestamp_hold_ns: float = _ns("a timestamp release holds its channel this long after its "
-                                   "writes (the timestamp's round trip)")
+    timestamp_hold_ns: float = _ns("a RELEASE_WFI timestamp release (an event's time) holds its "
+                                   "channel this long after its writes (the timestamp's round "
+                                   "trip)")
+    stamp_hold_ns: float = _ns("a timestamp release without WFI (a front-end time stamp: "
+                               "CUPTI's per-launch `submitted`) holds its channel this long "
+                               "after its writes")
+    stamp_fetch_ns: float = _ns("added to a timestamp release's round trip while its channel's "
+                                "PBDMA still has GPFIFO entries to fetch (the write is "
+                                "confirmed behind the prefetch reads)")
     host_write_visible_ns: float = _ns("DMA write issued -> visible to CPU polling")
     # -- CPU: the runtime API (time of each call when it does not block) --
     launch_cpu_ns: float = _ns("cudaLaunchKernel")
@@ -107,8 +114,13 @@ class Params:
     cupti_release_ns: float = _ns("CUPTI: a stream kernel's end -> its completion reaches the "
                                   "front end (its end timestamp is written first), so the "
                                   "kernel waiting for it starts later")
-    cupti_launch_hold_ns: float = _ns("CUPTI: front-end time after every kernel launch its "
-                                      "PBDMA dispatches (the launch's timestamp work)")
+    cupti_launch_hold_ns: float = _ns("CUPTI latency timestamps: front-end time after every "
+                                      "kernel launch it dispatches (the launch's timestamp "
+                                      "work)")
+    cupti_latency_timestamps: int = _p("CUPTI latency timestamps on (1, as the reference traces "
+                                       "were taken: cuptiActivityEnableLatencyTimestamps; each "
+                                       "stream launch is preceded by a `submitted` time stamp) "
+                                       "or off (0)", "0/1", 0, 1)
     # -- the host scheduler (runlist, TSGs, PBDMA) --
     tsg_timeslice_ns: float = _ns("time a context (TSG: one process) may hold the GPU while "
                                   "another has work ((TIMEOUT << SCALE) x 1024 ns)")
@@ -155,7 +167,9 @@ class Params:
         """Values of the FrontEnd's configuration inputs (registers a driver would program),
         which the harness drives for the whole run: they need no rebuild of a compiled model."""
         return {"acquire_retry": round(self.acquire_retry_ns * self.clock_ghz),
-                "timestamp_hold": round(self.timestamp_hold_ns * self.clock_ghz)}
+                "timestamp_hold": round(self.timestamp_hold_ns),
+                "stamp_hold": round(self.stamp_hold_ns),
+                "stamp_fetch": round(self.stamp_fetch_ns)}
 
     def scheduler_registers(self, profiled=False):
         """The host scheduler's configuration registers (``GlobalReg`` -> value), which the
@@ -168,7 +182,8 @@ class Params:
                 GlobalReg.CTX_SAVE: round(self.pbdma_ctx_save_ns),
                 GlobalReg.CTX_LOAD: round(self.pbdma_ctx_load_ns),
                 GlobalReg.CH_TIMESLICE: round(self.pbdma_ch_timeslice_ns),
-                GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns) if profiled else 0}
+                GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
+                if profiled and self.cupti_latency_timestamps else 0}
 
     def describe(self):
         return {f.name: f.metadata["doc"] for f in fields(self)}
@@ -258,13 +273,13 @@ def check(raw, source, base=None, name=None):
         raise ParamsError(f"{source}: pushbuffer_bytes {p.pushbuffer_bytes} cannot hold "
                           f"kickoff_batch {p.kickoff_batch} calls (1,024 bytes each)")
     for profiled in (False, True):
-        for reg, cycles in p.frontend_settings(profiled).items():
-            if cycles > 0xFFFF:
-                what = {"acquire_retry": "acquire_retry_ns",
-                        "timestamp_hold": "timestamp_hold_ns"}.get(reg, reg)
-                raise ParamsError(f"{source}: {what} is {cycles:,} cycles at clock_ghz "
-                                  f"{p.clock_ghz:g}; the front end's {reg} register holds "
-                                  f"65,535")
+        for reg, value in p.frontend_settings(profiled).items():
+            if value > 0xFFFF:
+                what = f"{reg}_ns"
+                amount = (f"{value:,} cycles at clock_ghz {p.clock_ghz:g}"
+                          if reg == "acquire_retry" else f"{value:,} ns")
+                raise ParamsError(f"{source}: {what} is {amount}; the front end's {reg} "
+                                  f"register holds 65,535")
     limits = {"TSG_TIMESLICE": 0xFFFFFFFF, "TSG_SWITCH": 0xFFFFFFFF, "TSG_PREEMPT": 0xFFFFFFFF}
     for profiled in (False, True):
         for reg, value in p.scheduler_registers(profiled).items():

@@ -359,33 +359,73 @@ def test_timestamp_release_writes_payload_then_now():
                 w = ctx.get(dut.dma_write.payload)
                 writes.append((w.address, w.data, w.wide))
             await ctx.tick()
-            ctx.set(dut.now, 1234 + 1)
+            ctx.set(dut.now, 1234 + 1 + _)
         assert not ctx.get(dut.release_busy) and not ctx.get(dut.release_stall)
 
     run(dut, tb)
     assert writes == [(0x40_0000_0100, 0x1234_5678_9ABC, 1), (0x40_0000_0108, 1235, 1)]
 
 
-def test_timestamp_release_holds_its_channel_for_timestamp_hold_cycles_after_its_writes():
+def held_edges(wfi, behind=None, pbdma_channel=(6, 3)):
+    """Edges a timestamp release of channel 6 stalls its channel, with the holds 5 ns
+    (RELEASE_WFI), 9 ns (without) and 20 ns more while its PBDMA has entries to fetch;
+    ``behind``: the PBDMAs with entries to fetch beyond their segment queue (bits). ``now``
+    counts 1 ns an edge, from 100. Also checks that the unit is quiescent through the round
+    trip, with ``wake_at`` its end. Returns (edge of the last write, edges stalled)."""
     dut = SyncpointUnit(CFG)
+    out = {}
+    waits = set()
 
     async def tb(ctx):
+        now = 100
+        ctx.set(dut.now, now)
         ctx.set(dut.timestamp_hold, 5)
+        ctx.set(dut.stamp_hold, 9)
+        ctx.set(dut.stamp_fetch, 20)
+        ctx.set(dut.fetch_behind, behind or 0)
+        for i, c in enumerate(pbdma_channel):
+            ctx.set(dut.pbdma_channel[i], c)
         ctx.set(dut.dma_write.ready, 1)
-        await release(ctx, dut, channel=6, to_counter=0, address=0x200, wfi=0, timestamp=1)
+        await release(ctx, dut, channel=6, to_counter=0, address=0x200, wfi=wfi, timestamp=1)
+        now += 1
+        ctx.set(dut.now, now)
         edges = 0
         last_write = None
         while ctx.get(dut.release_stall):
             if ctx.get(dut.dma_write.valid):
                 last_write = edges
+            elif last_write is not None and edges > last_write + 1:
+                # the round trip: nothing to do but wait for ``now`` to reach wake_at
+                wake = ctx.get(dut.wake_at)
+                assert ctx.get(dut.quiescent) == (now < wake)
+                waits.add(wake)
             await ctx.tick()
             edges += 1
-        # payload written at edge 2, timestamp at edge 3, then 5 cycles' hold and one to
-        # retire
-        assert last_write == 2 and edges == last_write + 1 + 5 + 1
+            now += 1
+            ctx.set(dut.now, now)
+        out.update(last=last_write, edges=edges)
+        # it ended at the edge of the cycle whose ``now`` reached the deadline
+        assert waits == {now - 1}
         assert not ctx.get(dut.release_busy)
+        assert ctx.get(dut.wake_at) == (1 << 64) - 1
 
     run(dut, tb)
+    return out["last"], out["edges"]
+
+
+def test_timestamp_release_holds_its_channel_for_its_round_trip_after_its_writes():
+    # payload written at edge 2, timestamp at edge 3, then the round trip and one edge to
+    # retire: an event's (RELEASE_WFI) 5 ns, a front-end stamp's (no WFI) 9 ns
+    assert held_edges(wfi=1) == (2, 2 + 1 + 5 + 1)
+    assert held_edges(wfi=0) == (2, 2 + 1 + 9 + 1)
+
+
+def test_round_trip_is_longer_while_the_channels_pbdma_has_entries_to_fetch():
+    # channel 6 on PBDMA 0 with entries waiting beyond its queue: 20 ns more, either kind
+    assert held_edges(wfi=0, behind=0b01) == (2, 2 + 1 + 9 + 20 + 1)
+    assert held_edges(wfi=1, behind=0b01) == (2, 2 + 1 + 5 + 20 + 1)
+    # the other PBDMA's channel is behind, not this one's
+    assert held_edges(wfi=0, behind=0b10) == (2, 2 + 1 + 9 + 1)
 
 
 def test_completion_release_sets_its_counter_and_wins_the_write_port():
