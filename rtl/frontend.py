@@ -300,9 +300,9 @@ class FrontEnd(wiring.Component):
             db.scheduler_status.eq(rl.active | (rl.state.as_value() << 31)),
             pb.served.eq(rl.served), pb.pending.eq(db.pending), pb.replay.eq(cp.replay),
             pb.parked.eq(sp.parked), pb.error.eq(cp.error_mask),
-            # (a channel held by a timestamp's round trip keeps its PBDMA: on the H200 a
-            # stamp costs two streams what it costs one, not a save and a load more)
-            pb.stuck.eq(sp.parked | cp.blocked),
+            # (a channel held by a timestamp's round trip keeps its PBDMA unless another is
+            # ready: on the H200 a stamp costs two streams what it costs one)
+            pb.stuck.eq(sp.parked | cp.blocked), pb.held.eq(sp.release_stall),
             pb.ctx_save.eq(db.ctx_save), pb.ctx_load.eq(db.ctx_load),
             pb.ch_timeslice.eq(db.ch_timeslice), pb.now.eq(self.now),
             cp.launch_hold.eq(db.launch_hold), cp.ch_timeslice.eq(db.ch_timeslice),

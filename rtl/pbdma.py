@@ -44,10 +44,11 @@ class PbdmaUnits(wiring.Component):
 
     *Switching out* (the switch policies): a channel leaves its PBDMA when it is in error, when
     its TSG is no longer served, and, one PBDMA at a time while none is free, when it is stuck
-    (parked on an acquire or blocked on a release; a timestamp's round trip is waited out on
-    the PBDMA, shorter than a save and a load) while another
-    served channel has work or waits on an acquire (so that one waking pays only the load),
-    when it has no work left while another channel waits for a PBDMA, when a channel of greater
+    (parked on an acquire or blocked on a release) while another served channel has work or
+    waits on an acquire (so that one waking pays only the load), when it has no work left or is
+    held by a timestamp's round trip while another channel waits for a PBDMA (ready to run: a
+    parked one does not take the PBDMA from a round trip, which is shorter than a save and a
+    load), when a channel of greater
     priority waits, or when its channel timeslice (``ch_timeslice`` ns, 0: none) is over while
     another waits. Switching out first drains (no new reads; the reads in flight land; the CP
     writes its decode context back), then throws the FIFO data away, writes the position
@@ -70,8 +71,8 @@ class PbdmaUnits(wiring.Component):
     ----------
     served, pending, replay, parked, stuck, error : In(cfg.channels)
         Channels of the TSG served; with entries not decoded (GP_PUT != GP_GET); with a method
-        word to replay; parked on an acquire; stuck (parked, or blocked on a release); in
-        error.
+        word to replay; parked on an acquire; stuck (parked, or blocked on a release); held
+        by a timestamp's round trip; in error.
     prio_mask : In(data.ArrayLayout(cfg.channels, cfg.priority_levels))
         The channels of each priority level.
     bind_channel : Out(cfg.chan_bits)
@@ -133,7 +134,7 @@ class PbdmaUnits(wiring.Component):
         n, r, cb, pb = cfg.channels, cfg.pbdmas, cfg.chan_bits, cfg.pbdma_bits
         super().__init__({
             "served": In(n), "pending": In(n), "replay": In(n), "parked": In(n),
-            "stuck": In(n), "error": In(n),
+            "stuck": In(n), "held": In(n), "error": In(n),
             "prio_mask": In(data.ArrayLayout(n, cfg.priority_levels)),
             "bind_channel": Out(cb),
             "bind_context": In(ring_context_layout(cfg)),
@@ -312,6 +313,7 @@ class PbdmaUnits(wiring.Component):
                 must_leave.eq((st == PbdmaState.RUN) & (c_err | ~self.served.bit_select(c, 1))),
                 may_leave.eq((st == PbdmaState.RUN) & may_switch
                              & ((c_stuck & others.any()) | (idle & waiting.any()) | lower
+                                | (self.held.bit_select(c, 1) & waiting.any())
                                 | ((self.ch_timeslice != 0) & (self.now >= slice_end[i])
                                    & waiting.any()))),
             ]

@@ -31,10 +31,17 @@ from gpufe.sim.analysis.validate import run_scenario, measured_metrics, all_metr
 from gpufe.sim.run import simulate
 
 #: probe traces (``reference/h200/probes/<probe>/<trace>``, not validation scenarios: the
-#: evidence for one mechanism) that a fit may target, with the settings they were recorded
-#: under
+#: evidence for one mechanism) that the model is compared with and a fit may target, with the
+#: settings they were recorded under (``kern``: kernel and runtime records only, as the model
+#: makes no others; ``nolat``: no latency timestamps)
 PROBES = {
-    "cupti_latency_timestamps/chain_gate_n100_kern_nolat": {"cupti_latency_timestamps": 0},
+    f"cupti_latency_timestamps/{trace}_{variant}":
+        {"cupti_latency_timestamps": 0} if "nolat" in variant else {}
+    for trace, variants in (("chain_gate_n100", ("full", "kern", "nolat", "kern_nolat")),
+                            ("hyperq_c2_s2", ("full", "nolat")),
+                            ("hyperq_c8_s8", ("full", "nolat")),
+                            ("fanout2_c8_s32", ("full", "nolat")))
+    for variant in variants
 }
 
 

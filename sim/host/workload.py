@@ -104,7 +104,9 @@ OPS = {
          "timing": Field(bool, True, "false is `cudaEventDisableTiming`: a record writes the "
                                      "payload only; a timing event's record writes a "
                                      "timestamp too, which holds its channel until written "
-                                     "(and `timestamp_hold_ns` more)")},
+                                     "(and `timestamp_hold_ns` more, its round trip: "
+                                     "`stamp_fetch_ns` longer while more than ten "
+                                     "entries wait behind it)")},
         ("not inside a `repeat` that runs more than once",)),
     "launch_kernel": Op(
         "`cudaLaunchKernel`: a kernel on a stream (or, while the stream captures, a kernel "

@@ -39,3 +39,21 @@ def test_on_a_staircase_the_fit_lands_on_the_step_closest_to_the_target():
         return 0.88 if v < 1100 else 0.966 if v < 1290 else 1.07
     x, y = _secant(stairs, 1.0, 500.0, 1000.0)
     assert 1100 <= x < 1290 and y == 0.966
+
+
+def test_a_probe_is_run_as_its_trace_was_recorded():
+    """The probe traces' programs come from their headers and run with the settings they were
+    recorded under: without latency timestamps the gap is the kernel records' alone (fitted:
+    cupti_release_ns), with them each dependent kernel of the 100 waits for its stamp's round
+    trip, more than 10 left behind it for most."""
+    from gpufe.sim.analysis.calibrate import PROBES, probe_metrics
+    p = load("h200")
+    kern, nolat = (f"cupti_latency_timestamps/chain_gate_n100_{v}" for v in ("kern", "kern_nolat"))
+    assert PROBES[nolat] == {"cupti_latency_timestamps": 0} and PROBES[kern] == {}
+    on, off = probe_metrics(kern, p), probe_metrics(nolat, p)
+    assert off["median_gap_us"] == pytest.approx(probe_metrics(nolat)["median_gap_us"], rel=0.02)
+    stamp = on["median_gap_us"] - off["median_gap_us"]
+    assert (p.stamp_hold_ns + p.stamp_fetch_ns) / 1e3 < stamp < (p.stamp_hold_ns + p.stamp_fetch_ns
+                                                                 + 2 * p.dma_write_ns) / 1e3
+    # and the model's stamped gap is the H200's within 5%
+    assert on["median_gap_us"] == pytest.approx(probe_metrics(kern)["median_gap_us"], rel=0.05)

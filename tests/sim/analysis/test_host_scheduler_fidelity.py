@@ -40,3 +40,21 @@ def test_two_processes_time_slice_as_on_the_h200(params):
     measured = measured_metrics("procs_long_P2")
     for metric in ("timeslice_run_us", "switch_us", "switched_out_us", "kernel_span_us"):
         assert model[metric] == pytest.approx(measured[metric], rel=0.15), metric
+
+
+@pytest.mark.parametrize("profiler", ["cupti", "off"])
+def test_a_stream_waiting_on_another_is_served_between_its_kernels(profiler):
+    """xstream (timing event): stream b waits on a's event after each of a's 20 us kernels.
+    On the H200 b's empty kernel runs about a microsecond into a's next kernel, every time;
+    channel a, with its next kernel and its time stamps to process, must not keep the one
+    PBDMA while b is ready (it once kept it through every timestamp's round trip, and b ran
+    only after a's 200 kernels)."""
+    name = "xstream_t1"
+    r = simulate(load_workload(scenario_paths(name)[0]), load("h200"), backend="compiled",
+                 profiler=profiler)
+    ks = sorted((k for k in r.records if k["kind"] == "kernel"), key=lambda k: k["start"])
+    spins = [k for k in ks if k["name"] == "k_spin"]
+    empties = [k for k in ks if k["name"] == "k_empty"][2:]        # (the two warm-up kernels)
+    assert len(spins) == len(empties) == 200
+    for a, a_next, b in zip(spins, spins[1:], empties):
+        assert a["end"] <= b["start"] < a_next["end"]
