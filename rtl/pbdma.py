@@ -48,13 +48,12 @@ class PbdmaUnits(wiring.Component):
     waits on an acquire (so that one waking pays only the load), when it has no work left or is
     held by a timestamp's round trip while another channel waits for a PBDMA (ready to run: a
     parked one does not take the PBDMA from a round trip, which is shorter than a save and a
-    load), when a channel of greater
-    priority waits, or when its channel timeslice (``ch_timeslice`` ns, 0: none) is over while
-    another waits. Switching out first drains (no new reads; the reads in flight land; the CP
-    writes its decode context back), then throws the FIFO data away, writes the position
-    decoded back (GP_GET and the rest of the segment: what was fetched beyond is fetched again
-    when the channel returns) and waits ``ctx_save`` ns. A channel in error is dropped without
-    a save.
+    load), when a channel of greater priority waits, or when its channel timeslice
+    (``ch_timeslice`` ns, 0: none) is over while another waits. Switching out first drains (no
+    new reads; the reads in flight land; the CP writes its decode context back), then throws
+    the FIFO data away, writes the position decoded back (GP_GET and the rest of the segment:
+    what was fetched beyond is fetched again when the channel returns) and waits ``ctx_save``
+    ns. A channel in error is dropped without a save.
 
     Both waits are deadlines on ``now`` (``wake_at``), during which the unit is quiescent.
 

@@ -95,10 +95,10 @@ class SyncpointUnit(wiring.Component):
     Timing: a release whose wait is over writes its counter at the next clock edge (one release
     fires at a time, the lowest pool entry first); a host-memory release offers its first write
     the cycle after, each write held until taken. A timestamp release's round trip is a
-    deadline on ``now`` (``wake_at``): it ends in the first cycle at or after ``hold`` + 1 ns
-    from the cycle its last write is taken, and the next release fires after it. After a counter change, the scan starts
-    ``acquire_retry`` cycles later and takes a cycle per channel parked (a further change
-    restarts the wait).
+    deadline on ``now`` (``wake_at``): it ends in the first cycle at or after the round trip
+    + 1 ns from the cycle its last write is taken, and the next release fires after it. After
+    a counter change, the scan starts ``acquire_retry`` cycles later and takes a cycle per
+    channel parked (a further change restarts the wait).
 
     Parameters
     ----------
