@@ -261,13 +261,10 @@ class FrontEnd(wiring.Component):
             fe.pending.eq(pb.fetch_pending), fe.gp_get.eq(pb.fetch_get),
             fe.gp_base.eq(pb.gp_base), fe.halt.eq(pb.fetch_halt), pb.in_flight.eq(fe.in_flight),
             fe.free.eq(ff.free), ff.want.eq(fe.want), ff.discard.eq(pb.discard),
-            sp.pbdma_channel.eq(pb.channel),
+            # a timestamp's round trip is longer while its channel's entries wait beyond the
+            # full segment queue (its confirmation queues behind the prefetch they keep going)
+            sp.pbdma_channel.eq(pb.channel), sp.fetch_behind.eq(pb.fetch_behind),
         ]
-        # PBDMAs whose channel has entries waiting beyond a full segment queue: a timestamp's
-        # round trip is longer (its confirmation queues behind the prefetch they keep going)
-        for i in range(cfg.pbdmas):
-            m.d.comb += sp.fetch_behind[i].eq(pb.running[i] & ~pb.fetch_pending[i]
-                                              & (db.pbdma_put[i] != pb.fetch_get[i]))
 
         # FIFO -> CP <-> syncpoints
         connect(m, cp.release, sp.release)

@@ -95,6 +95,9 @@ class PbdmaUnits(wiring.Component):
         PBDMAs in RUN: the CP may decode them.
     fetch_pending : Out(cfg.pbdmas)
         PBDMAs with a GPFIFO entry to fetch and room in their segment queue.
+    fetch_behind : Out(cfg.pbdmas)
+        PBDMAs with GPFIFO entries to fetch and their segment queue full: entries wait beyond
+        it.
     fetch_get : Out(data.ArrayLayout(cfg.gp_bits, cfg.pbdmas))
         The entry each fetches next.
     gp_base : Out(data.ArrayLayout(ADDR_BITS, cfg.pbdmas))
@@ -144,7 +147,7 @@ class PbdmaUnits(wiring.Component):
             "resident": Out(n),
             "state": Out(data.ArrayLayout(PbdmaState, r)),
             "running": Out(r),
-            "fetch_pending": Out(r),
+            "fetch_pending": Out(r), "fetch_behind": Out(r),
             "fetch_get": Out(data.ArrayLayout(cfg.gp_bits, r)),
             "gp_base": Out(data.ArrayLayout(ADDR_BITS, r)),
             "fetch_halt": Out(r),
@@ -226,7 +229,9 @@ class PbdmaUnits(wiring.Component):
                          self.fetch_get[i].eq(fget[i]), self.gp_base[i].eq(base[i]),
                          self.fetch_halt[i].eq(state[i] != PbdmaState.RUN),
                          self.fetch_pending[i].eq((state[i] == PbdmaState.RUN)
-                                                  & (fget[i] != self.put[i]) & (count[i] < d))]
+                                                  & (fget[i] != self.put[i]) & (count[i] < d)),
+                         self.fetch_behind[i].eq((state[i] == PbdmaState.RUN)
+                                                 & (fget[i] != self.put[i]) & (count[i] == d))]
 
         free = Signal(r)
         m.d.comb += free.eq(Cat(s == PbdmaState.FREE for s in state))
