@@ -118,6 +118,9 @@ class BitVector:
     def clear(self, index):
         self._mask(self._clears, self.one_hot(index))
 
+    def set_mask(self, mask):
+        self._mask(self._sets, mask)
+
     def clear_mask(self, mask):
         self._mask(self._clears, mask)
 

@@ -111,6 +111,9 @@ class FrontEnd(wiring.Component):
         The current time in ns.
     acquire_retry : In(16)
         Cycles from a syncpoint counter change to the re-check of parked channels.
+    acquire_poll : In(16)
+        ns to re-check one parked channel that is on no PBDMA (its acquire state read back
+        from its context).
     timestamp_hold, stamp_hold, stamp_fetch : In(16)
         ns a timestamp release holds its channel after its last write is taken (its round
         trip): with RELEASE_WFI, without, and added to either while the channel's PBDMA still
@@ -158,6 +161,7 @@ class FrontEnd(wiring.Component):
             "idle": Out(1),
             "now": In(64),
             "acquire_retry": In(16),
+            "acquire_poll": In(16),
             "timestamp_hold": In(16),
             "stamp_hold": In(16),
             "stamp_fetch": In(16),
@@ -238,7 +242,7 @@ class FrontEnd(wiring.Component):
             db.read_address.eq(self.mmio_read_address),
             self.mmio_read_data.eq(db.read_data),
             sp.now.eq(self.now),
-            sp.acquire_retry.eq(self.acquire_retry),
+            sp.acquire_retry.eq(self.acquire_retry), sp.acquire_poll.eq(self.acquire_poll),
             sp.timestamp_hold.eq(self.timestamp_hold),
             sp.stamp_hold.eq(self.stamp_hold), sp.stamp_fetch.eq(self.stamp_fetch),
             self.irq.eq(cp.interrupt),
@@ -264,6 +268,8 @@ class FrontEnd(wiring.Component):
             # a timestamp's round trip is longer while its channel's entries wait beyond the
             # full segment queue (its confirmation queues behind the prefetch they keep going)
             sp.pbdma_channel.eq(pb.channel), sp.fetch_behind.eq(pb.fetch_behind),
+            # parked channels on no PBDMA are polled, not re-checked at once
+            sp.resident.eq(pb.resident),
         ]
 
         # FIFO -> CP <-> syncpoints

@@ -44,18 +44,20 @@ class PbdmaUnits(wiring.Component):
 
     *Switching out* (the switch policies): a channel leaves its PBDMA when it is in error, when
     its TSG is no longer served, and, one PBDMA at a time while none is free, when it is stuck
-    (parked on an acquire or blocked on a release) while another served channel has work or
-    waits on an acquire (so that one waking pays only the load), when it has no work left or is
-    held by a timestamp's round trip while another channel waits for a PBDMA (ready to run: a
-    parked one does not take the PBDMA from a round trip, which is shorter than a save and a
-    load), when a channel of greater priority waits, or when its channel timeslice
-    (``ch_timeslice`` ns, 0: none) is over while another waits. Switching out first drains (no
-    new reads; the reads in flight land; the CP writes its decode context back), then throws
-    the FIFO data away, writes the position decoded back (GP_GET and the rest of the segment:
-    what was fetched beyond is fetched again when the channel returns) and waits ``ctx_save``
-    ns. A channel in error is dropped without a save.
+    (parked on an acquire or blocked on a release), has no work left or is held by a
+    timestamp's round trip while another channel waits for a PBDMA (ready to run: a parked
+    one does not take a PBDMA; when it wakes, it pays a save and a load), when a channel of
+    greater priority waits, or when its channel timeslice (``ch_timeslice`` ns, 0: none) is
+    over while another waits. Switching out first drains (no new reads; the reads in flight
+    land; the CP writes its decode context back), then throws the FIFO data away, writes the
+    position decoded back (GP_GET and the rest of the segment: what was fetched beyond is
+    fetched again when the channel returns) and waits ``ctx_save`` ns. A channel in error is
+    dropped without a save.
 
-    Both waits are deadlines on ``now`` (``wake_at``), during which the unit is quiescent.
+    *The context port*: saves and loads go through one port, whichever PBDMA they are for, one
+    at a time (a save before a load): however many PBDMAs there are, channels change at most
+    one per ``ctx_save + ctx_load`` ns. Both waits are deadlines on ``now`` (``wake_at``),
+    during which the unit is quiescent.
 
     Timing: a bind takes effect at the clock edge after its decision (one a cycle); the
     channel is fetched from the first cycle at or after its load deadline. A write-back port
@@ -175,15 +177,9 @@ class PbdmaUnits(wiring.Component):
         resident = Signal(n)
         resident_bits = BitVector(m, resident)
         m.d.comb += self.resident.eq(resident)
-        usable = Signal(n)          # could run now
         waiting = Signal(n)         # could run now and is on no PBDMA
-        others = Signal(n)          # served channels with work or a parked acquire, not resident
-        m.d.comb += [
-            usable.eq(self.served & (self.pending | self.replay) & ~self.parked & ~self.error),
-            waiting.eq(usable & ~resident),
-            others.eq(self.served & (self.pending | self.replay | self.parked) & ~self.error
-                      & ~resident),
-        ]
+        m.d.comb += waiting.eq(self.served & (self.pending | self.replay) & ~self.parked
+                               & ~self.error & ~resident)
         levels = cfg.priority_levels
         top = Signal(n)             # the waiting channels of the highest level that has some
         top_level = Signal(cfg.prio_bits)
@@ -238,12 +234,23 @@ class PbdmaUnits(wiring.Component):
         leaving = Cat((s == PbdmaState.DRAIN) | (s == PbdmaState.SAVE) for s in state).any()
         # one voluntary switch at a time, and none while a PBDMA is free
         may_switch = ~free.any() & ~leaving
+        # the context port: one save or load at a time, whichever PBDMA it is for
+        ctx_busy = Signal()
+        m.d.comb += ctx_busy.eq(Cat((s == PbdmaState.LOAD) | (s == PbdmaState.SAVE)
+                                    for s in state).any())
 
-        # -- binding: the lowest free PBDMA takes the channel granted --
+        # -- write-back port: a save first, else a retired GP_GET --
+        wb = self.writeback
+        saving = Signal(r)           # PBDMAs ready to save this cycle
+        m.d.comb += saving.eq(Cat((state[i] == PbdmaState.DRAIN) & ~failed[i]
+                                  & ~self.in_flight[i] & ~self.cp_holding[i] & ~ctx_busy
+                                  for i in range(r)))
+
+        # -- binding: the lowest free PBDMA takes the channel granted (a save goes first) --
         bind_to = Signal(cfg.pbdma_bits)
         m.d.comb += bind_to.eq(lowest_set(free, cfg.pbdma_bits))
         binding = Signal()
-        m.d.comb += binding.eq(free.any() & arb.valid)
+        m.d.comb += binding.eq(free.any() & arb.valid & ~ctx_busy & ~saving.any())
         with m.If(binding):
             m.d.comb += [arb.advance.eq(1), self.load.valid.eq(1),
                          self.load.payload.pbdma.eq(bind_to),
@@ -251,11 +258,6 @@ class PbdmaUnits(wiring.Component):
                          self.load.payload.length.eq(ctx.seg_left)]
             resident_bits.set(arb.grant)
 
-        # -- write-back port: a save first, else a retired GP_GET --
-        wb = self.writeback
-        saving = Signal(r)           # PBDMAs ready to save this cycle
-        m.d.comb += saving.eq(Cat((state[i] == PbdmaState.DRAIN) & ~failed[i]
-                                  & ~self.in_flight[i] & ~self.cp_holding[i] for i in range(r)))
         save_pick = Signal(cfg.pbdma_bits)
         m.d.comb += save_pick.eq(lowest_set(saving, cfg.pbdma_bits))
         dirties = Signal(r)
@@ -316,8 +318,8 @@ class PbdmaUnits(wiring.Component):
             m.d.comb += [
                 must_leave.eq((st == PbdmaState.RUN) & (c_err | ~self.served.bit_select(c, 1))),
                 may_leave.eq((st == PbdmaState.RUN) & may_switch
-                             & ((c_stuck & others.any()) | (idle & waiting.any()) | lower
-                                | (self.held.bit_select(c, 1) & waiting.any())
+                             & (((c_stuck | idle | self.held.bit_select(c, 1))
+                                 & waiting.any()) | lower
                                 | ((self.ch_timeslice != 0) & (self.now >= slice_end[i])
                                    & waiting.any()))),
             ]
@@ -389,6 +391,6 @@ class PbdmaUnits(wiring.Component):
             transitions.append(((st == PbdmaState.LOAD) | (st == PbdmaState.SAVE))
                                & (self.now >= until[i]))
             transitions.append((st == PbdmaState.DRAIN) & ~self.in_flight[i]
-                               & ~self.cp_holding[i])
+                               & ~self.cp_holding[i] & (failed[i] | ~ctx_busy))
         m.d.comb += self.quiescent.eq(~busy & ~Cat(transitions).any() & ~Cat(leaves).any())
         return m

@@ -6,10 +6,12 @@ from amaranth.lib import wiring, stream, data, enum
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 
+from .arbiter import PriorityRoundRobin
 from .bits import lowest_set, BitVector
 from .config import FrontEndConfig
 from .doorbell import TSG_LOOKUPS
 from .layouts import SemOp, DmaWrite, completion_layout, ADDR_BITS
+from .runlist import NEVER
 
 __all__ = ["SyncpointUnit", "ReleaseKind", "FireState", "release_layout", "acquire_layout",
            "acquire_condition"]
@@ -89,8 +91,12 @@ class SyncpointUnit(wiring.Component):
     *Acquire*: the CP presents an acquire and sees ``acquire_met`` in the same cycle; if not
     met, the channel is parked (its condition kept in a memory indexed by channel). After any
     counter change and ``acquire_retry`` more cycles (a configuration input, like a
-    retry-interval register), a scanner re-checks the channels parked then, one per cycle,
-    lowest first, and wakes those whose condition holds.
+    retry-interval register), a scanner re-checks the channels parked then on a PBDMA
+    (``resident``), one per cycle, lowest first, and wakes those whose condition holds. A
+    channel parked on no PBDMA has its acquire state in its context in memory: after a change,
+    the poller re-checks each one parked then, one at a time, ``acquire_poll`` ns each (the
+    read back), round robin from the one after the last polled. So the more channels wait
+    off the PBDMAs, the later, on average, the one whose semaphore was released wakes.
 
     Timing: a release whose wait is over writes its counter at the next clock edge (one release
     fires at a time, the lowest pool entry first); a host-memory release offers its first write
@@ -98,7 +104,9 @@ class SyncpointUnit(wiring.Component):
     deadline on ``now`` (``wake_at``): it ends in the first cycle at or after the round trip
     + 1 ns from the cycle its last write is taken, and the next release fires after it. After
     a counter change, the scan starts ``acquire_retry`` cycles later and takes a cycle per
-    channel parked (a further change restarts the wait).
+    channel parked (a further change restarts the wait). A poll is a deadline on ``now``
+    (``wake_at``): the channel is checked in the first cycle at or after it, and the next poll
+    starts in the cycle after that.
 
     Parameters
     ----------
@@ -143,8 +151,13 @@ class SyncpointUnit(wiring.Component):
         PBDMAs with GPFIFO entries still to fetch (beyond their segment queue)...
     pbdma_channel : In(data.ArrayLayout(cfg.chan_bits, cfg.pbdmas))
         ...and their channels.
+    resident : In(cfg.channels)
+        Channels on a PBDMA: their parked acquires are re-checked by the scanner, the others'
+        by the poller.
+    acquire_poll : In(16)
+        ns the poller takes to re-check one channel.
     wake_at : Out(64)
-        The deadline of the round trip waited for (all ones when none).
+        The earliest deadline waited for, a round trip's or a poll's (all ones when none).
     dma_write : Out(stream.Signature(DmaWrite))
         Host-memory writes of releases: the payload (4 or 8 bytes, ``wide``), then the
         timestamp. Held until taken.
@@ -161,8 +174,9 @@ class SyncpointUnit(wiring.Component):
     all_complete : Out(1)
         No work in flight on any channel.
     quiescent : Out(1)
-        No release to fire or being written (a round trip may be waited for) and no wake scan
-        pending: only an input, or ``now`` reaching ``wake_at``, can change anything.
+        No release to fire or being written (a round trip may be waited for), no wake scan
+        pending and no poll to start (one may be waited for): only an input, or ``now``
+        reaching ``wake_at``, can change anything.
     counter_data : MemoryData
         The counters' storage (32-bit words, ``syncpoints`` deep); ``counter_data[i]`` can be
         read in simulation.
@@ -197,6 +211,8 @@ class SyncpointUnit(wiring.Component):
             "stamp_fetch": In(16),
             "fetch_behind": In(cfg.pbdmas),
             "pbdma_channel": In(data.ArrayLayout(cfg.chan_bits, cfg.pbdmas)),
+            "resident": In(n),
+            "acquire_poll": In(16),
             "wake_at": Out(64),
             "dma_write": Out(stream.Signature(DmaWrite)),
             "parked": Out(n),
@@ -216,7 +232,7 @@ class SyncpointUnit(wiring.Component):
         n, ib, sb, k = cfg.channels, cfg.inflight_bits, cfg.seq_bits, cfg.release_slots
 
         m.submodules.counters = mem = Memory(data=self.counter_data)
-        rd_acquire, rd_fire, rd_scan = (mem.read_port(domain="comb") for _ in range(3))
+        rd_acquire, rd_fire, rd_scan, rd_poll = (mem.read_port(domain="comb") for _ in range(4))
         wr_counter = mem.write_port()
 
         m.d.comb += [self.acquire.ready.eq(1), self.dispatched.ready.eq(1),
@@ -299,6 +315,7 @@ class SyncpointUnit(wiring.Component):
         m.submodules.parked_acquires = park_mem
         park_wp = park_mem.write_port()
         park_rp = park_mem.read_port(domain="comb")
+        poll_rp = park_mem.read_port(domain="comb")
         parked = Signal(n)
         parked_bits = BitVector(m, parked, one_hots=one_hots)
         m.d.comb += self.parked.eq(parked)
@@ -345,7 +362,6 @@ class SyncpointUnit(wiring.Component):
         round_trip = Signal(17)
         m.d.comb += round_trip.eq(Mux(r.wfi, self.timestamp_hold, self.stamp_hold)
                                   + Mux(behind, self.stamp_fetch, 0))
-        m.d.comb += self.wake_at.eq(Mux(fstate == FireState.HOLD, hold_until, (1 << 64) - 1))
 
         def retire(j, c):
             m.d.sync += rel_valid.bit_select(j, 1).eq(0)
@@ -387,15 +403,17 @@ class SyncpointUnit(wiring.Component):
                     m.d.sync += fstate.eq(FireState.IDLE)
                     retire(cur, r.channel)
 
-        # -- wake scanner: after a change (and the retry interval), the channels parked then,
-        # one a cycle, lowest first
+        # -- wake scanner: after a change (and the retry interval), the channels parked then on
+        # a PBDMA, one a cycle, lowest first
         holdoff = Signal(16)
         to_check = Signal(n)
         scanning = Signal()
         # (only when someone is parked, or parks now: otherwise there is nothing to re-check)
-        with m.If(counter_changed & (parked.any() | parks)):
+        on_pbdma = Signal(n)
+        m.d.comb += on_pbdma.eq(parked & self.resident)
+        with m.If(counter_changed & (on_pbdma.any() | parks)):
             m.d.sync += [scanning.eq(1), holdoff.eq(self.acquire_retry),
-                         to_check.eq(parked | Mux(parks, parked_bits.one_hot(acq.channel), 0))]
+                         to_check.eq(on_pbdma | Mux(parks, parked_bits.one_hot(acq.channel), 0))]
         with m.Elif(scanning & (holdoff != 0)):
             m.d.sync += holdoff.eq(holdoff - 1)
         with m.Elif(scanning):
@@ -410,13 +428,47 @@ class SyncpointUnit(wiring.Component):
             with m.If(parked.bit_select(wc, 1) & acquire_condition(w.op, w_counter, w.value)):
                 parked_bits.clear(wc)
 
+        # -- acquire poller: a channel parked on no PBDMA has its acquire state in its context
+        # in memory; after a change, those parked then are re-checked one at a time, each read
+        # back in ``acquire_poll`` ns, round robin from where the last poll stopped
+        to_poll = Signal(n)
+        to_poll_bits = BitVector(m, to_poll, one_hots=one_hots)
+        off_pbdma = Signal(n)
+        m.d.comb += off_pbdma.eq(parked & ~self.resident)
+        with m.If(counter_changed):
+            to_poll_bits.set_mask(off_pbdma)
+        m.submodules.poll_order = poll_rr = PriorityRoundRobin(n)
+        m.d.comb += poll_rr.requests.eq(to_poll & off_pbdma)
+        polling = Signal()
+        poll_chan = Signal(cfg.chan_bits)
+        poll_until = Signal(64)
+        with m.If(~polling):
+            with m.If(poll_rr.valid):
+                m.d.comb += poll_rr.advance.eq(1)
+                m.d.sync += [polling.eq(1), poll_chan.eq(poll_rr.grant),
+                             poll_until.eq(self.now + self.acquire_poll)]
+                to_poll_bits.clear(poll_rr.grant)
+        with m.Elif(self.now >= poll_until):
+            pw = Signal(acquire_layout(cfg))
+            pw_counter = Signal(32)
+            m.d.comb += [poll_rp.addr.eq(poll_chan), pw.eq(poll_rp.data),
+                         rd_poll.addr.eq(pw.index), pw_counter.eq(rd_poll.data)]
+            m.d.sync += polling.eq(0)
+            with m.If(parked.bit_select(poll_chan, 1)
+                      & acquire_condition(pw.op, pw_counter, pw.value)):
+                parked_bits.clear(poll_chan)
+
         # a channel in error is no longer waiting for anything
         parked_bits.clear_mask(self.halt)
-        for bits in (busy_bits, stall_bits, parked_bits):
+        for bits in (busy_bits, stall_bits, parked_bits, to_poll_bits):
             bits.commit()
 
-        # (a round trip is a deadline: ``wake_at`` says when it ends)
+        # (a round trip and a poll are deadlines: ``wake_at`` says when the first ends)
+        hold_wake = Mux(fstate == FireState.HOLD, hold_until, NEVER)
+        poll_wake = Mux(polling, poll_until, NEVER)
+        m.d.comb += self.wake_at.eq(Mux(poll_wake < hold_wake, poll_wake, hold_wake))
         m.d.comb += self.quiescent.eq(~scanning
                                       & (((fstate == FireState.IDLE) & ~fireable.any())
-                                         | ((fstate == FireState.HOLD) & (self.now < hold_until))))
+                                         | ((fstate == FireState.HOLD) & (self.now < hold_until)))
+                                      & Mux(polling, self.now < poll_until, ~poll_rr.valid))
         return m

@@ -104,6 +104,10 @@ class Params:
     graph_launch_per_node_ns: float = _ns("cudaGraphLaunch, per node")
     acquire_retry_ns: float = _ns("syncpoint change -> parked acquires re-checked (a channel "
                                   "that failed an acquire retries after this)")
+    acquire_poll_ns: float = _ns("re-checking one channel parked on an acquire and on no "
+                                 "PBDMA (its acquire state read back from its context): after "
+                                 "a syncpoint change, such channels are polled one at a time, "
+                                 "round robin")
     # -- the profiler (--profiler cupti: CUPTI activity tracing, as the traces were taken) --
     cupti_launch_ns: float = _ns("CUPTI: CPU time added inside every cudaLaunchKernel")
     cupti_call_gap_ns: float = _ns("CUPTI: CPU time added after every API call")
@@ -167,6 +171,7 @@ class Params:
         """Values of the FrontEnd's configuration inputs (registers a driver would program),
         which the harness drives for the whole run: they need no rebuild of a compiled model."""
         return {"acquire_retry": round(self.acquire_retry_ns * self.clock_ghz),
+                "acquire_poll": round(self.acquire_poll_ns),
                 "timestamp_hold": round(self.timestamp_hold_ns),
                 "stamp_hold": round(self.stamp_hold_ns),
                 "stamp_fetch": round(self.stamp_fetch_ns)}

@@ -96,8 +96,14 @@ def test_the_greater_priority_is_bound_first_and_a_level_takes_turns():
         ctx.set(dut.prio_mask[1], 1 << 6)
         ctx.set(dut.pending, (1 << 1) | (1 << 3) | (1 << 6))
         await tick()
+        assert ctx.get(dut.channel[0]) == 6 and ctx.get(dut.resident) == 1 << 6
+        # the context port loads one channel at a time: the second PBDMA waits for it
+        while ctx.get(dut.state[0]) == PbdmaState.LOAD:
+            assert ctx.get(dut.state[1]) == PbdmaState.FREE
+            await tick()
         await tick()
-        assert {ctx.get(dut.channel[0]), ctx.get(dut.channel[1])} == {6, 1}
+        assert ctx.get(dut.channel[1]) == 1 and ctx.get(dut.state[1]) == PbdmaState.LOAD
+        assert now[0] == 32       # load 6 at 0..30 (RUN from 31), then channel 1's bind
     bench(SMALL, body, {c: {"put": 1} for c in (1, 3, 6)})
 
 

@@ -30,6 +30,10 @@ class WithChannelTable(Elaboratable):
         return m
 
 
+#: every channel on a PBDMA: parked ones are re-checked by the scanner, not polled
+ON_PBDMAS = (1 << CFG.channels) - 1
+
+
 def run(dut, tb):
     simulate(WithChannelTable(dut), tb)
 
@@ -223,6 +227,7 @@ def wake_cycles(retry):
 
     async def tb(ctx):
         ctx.set(dut.acquire_retry, retry)
+        ctx.set(dut.resident, ON_PBDMAS)
         await stream_put(ctx, dut.acquire, {"channel": 3, "index": 1, "value": 1,
                                             "op": SemOp.ACQ_STRICT_GEQ}, within=1)
         await release(ctx, dut, channel=1, index=1, payload=1, wfi=0)
@@ -273,6 +278,7 @@ def scan_wake_ticks(retry):
 
     async def tb(ctx):
         ctx.set(dut.acquire_retry, retry)
+        ctx.set(dut.resident, ON_PBDMAS)
         for c, value in ((6, 1), (1, 1), (4, 5)):
             await stream_put(ctx, dut.acquire, {"channel": c, "index": 3, "value": value,
                                                 "op": SemOp.ACQ_STRICT_GEQ}, within=1)
@@ -466,3 +472,68 @@ def test_release_without_wfi_is_not_held_by_older_work_completing_while_it_waits
         assert ctx.get(dut.release_busy) == 0
 
     run(dut, tb)
+
+
+def poll_wake_edges(poll, resident=0, rounds=1):
+    """Channels 6, 1, 4 park (in that order) on counter 3: 1 and 6 for 1, 4 for 5, on no PBDMA
+    but those in ``resident``; counter 3 is set to 1 (``rounds`` times, the channels parking
+    again between). ``now`` moves 1 ns an edge. Returns, per round, {channel: edges from the
+    release's post to its wake-up}, None for one still parked."""
+    dut = SyncpointUnit(CFG)
+    out = []
+
+    async def tb(ctx):
+        now = 0
+
+        async def tick():
+            nonlocal now
+            await ctx.tick()
+            now += 1
+            ctx.set(dut.now, now)
+
+        ctx.set(dut.acquire_poll, poll)
+        ctx.set(dut.resident, resident)
+        for _ in range(rounds):
+            for c, value in ((6, 1), (1, 1), (4, 5)):
+                await stream_put(ctx, dut.acquire, {"channel": c, "index": 3, "value": value,
+                                                    "op": SemOp.ACQ_STRICT_GEQ}, within=1)
+                now += 1
+                ctx.set(dut.now, now)
+            await release(ctx, dut, channel=0, index=3, payload=1, wfi=0)
+            woke = {}
+            for edge in range(1, 4 * poll + 20):
+                await tick()
+                parked = ctx.get(dut.parked)
+                for c in (1, 4, 6):
+                    if c not in woke and not parked >> c & 1:
+                        woke[c] = edge
+                if 1 in woke and 6 in woke and ctx.get(dut.quiescent):
+                    break
+            out.append({c: woke.get(c) for c in (1, 4, 6)})
+            # counter 3 back to 0 for the next round, and channel 4 let go
+            await release(ctx, dut, channel=0, index=3, payload=5, wfi=0)
+            for _ in range(4 * poll + 20):
+                await tick()
+            await release(ctx, dut, channel=0, index=3, payload=0, wfi=0)
+            await tick()
+            await tick()
+
+    run(dut, tb)
+    return out
+
+
+def test_channels_parked_on_no_pbdma_are_polled_one_at_a_time_acquire_poll_ns_each():
+    # the counter is written at the first edge; the poll of channel 1 (lowest first) starts
+    # the edge after and ends at its deadline, then channel 4 (not met), then 6: a poll
+    # every acquire_poll + 1 edges
+    assert poll_wake_edges(10) == [{1: 12, 4: None, 6: 34}]
+    assert poll_wake_edges(30) == [{1: 32, 4: None, 6: 94}]
+    # on a PBDMA, the same channels are re-checked by the scanner, a cycle each
+    assert poll_wake_edges(30, resident=ON_PBDMAS) == [{1: 2, 4: None, 6: 4}]
+
+
+def test_the_poll_goes_round_robin_from_the_channel_after_the_last_polled():
+    first, second = poll_wake_edges(10, rounds=2)
+    assert first == {1: 12, 4: None, 6: 34}
+    # the second round starts after 4 (polled last, at channel 4's let-go): 6, then 1
+    assert second == {1: 23, 4: None, 6: 12}
