@@ -57,7 +57,9 @@ class CommandProcessor(wiring.Component):
     the context of the channel it decodes and writes it back when it moves to another PBDMA or
     when that PBDMA's channel is switched out (``holding``), so a method may span any number of
     switches. The time a context switch costs is the PBDMAs' (their load and save); moving the
-    CP between resident channels costs two cycles.
+    CP to another resident channel costs ``cp_switch`` ns (a configuration register: the
+    engine's state for that channel loaded with its decode context), returning to the channel
+    it last decoded nothing.
 
     A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
     graph walker like work to an engine; the graph's completion counts as its completion.
@@ -68,8 +70,9 @@ class CommandProcessor(wiring.Component):
     write 1 clears it.
 
     Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
-    FIFO read returns); moving to another PBDMA takes two cycles (write back and read the
-    contexts, then load). A dispatch holds the CP until the engine takes the record, which is
+    FIFO read returns); moving to another channel takes two cycles (write back and read the
+    contexts, then load) and waits until ``cp_switch`` ns after the first, a deadline on
+    ``now`` (``wake_at``). A dispatch holds the CP until the engine takes the record, which is
     offered the cycle after its method executes; a kernel launch then holds it ``launch_hold``
     ns more (CUPTI's per-launch work), a deadline on ``now`` (``wake_at``). WFI holds the whole
     CP (every channel) until all dispatched work has completed.
@@ -102,8 +105,11 @@ class CommandProcessor(wiring.Component):
         ns a channel may keep the CP while another PBDMA's waits (0: no limit).
     launch_hold : In(16)
         ns the CP spends after each kernel launch it dispatches.
+    cp_switch : In(16)
+        ns the CP takes to move to another channel (loading its decode context and the
+        channel's engine state).
     now : In(64)
-        The current time in ns: the launch hold is a deadline on it.
+        The current time in ns: the launch hold and the switch are deadlines on it.
     wake_at : Out(64)
         The deadline the CP waits for (all ones when it waits for none).
     replay : Out(cfg.channels)
@@ -187,6 +193,7 @@ class CommandProcessor(wiring.Component):
             "holding": Out(cfg.pbdmas),
             "ch_timeslice": In(16),
             "launch_hold": In(16),
+            "cp_switch": In(16),
             "now": In(64),
             "wake_at": Out(64),
             "replay": Out(n),
@@ -481,7 +488,8 @@ class CommandProcessor(wiring.Component):
         # waits, so the simulators may jump to it (``wake_at``)
         wait_until = Signal(64, name="cp_wait_until")
         waiting = Signal()
-        m.d.comb += waiting.eq((state == CPState.HOLD) & (self.now < wait_until))
+        m.d.comb += waiting.eq(((state == CPState.HOLD) | (state == CPState.LOAD))
+                               & (self.now < wait_until))
         waited = ~waiting
         m.d.comb += self.wake_at.eq(Mux(waiting, wait_until, (1 << 64) - 1))
 
@@ -518,15 +526,20 @@ class CommandProcessor(wiring.Component):
                         m.d.comb += ctx_wp.en.eq(loaded)
                         m.d.sync += [next_slot.eq(arb.grant),
                                      next_chan.eq(self.pbdma_channel[arb.grant]),
-                                     state.eq(CPState.LOAD)]
+                                     state.eq(CPState.LOAD),
+                                     wait_until.eq(self.now + self.cp_switch)]
             with m.Case(CPState.LOAD):
-                m.d.sync += [slot.eq(next_slot), chan.eq(next_chan), loaded.eq(1),
-                             state.eq(CPState.FETCH), slice_end.eq(self.now + self.ch_timeslice)]
-                fresh_bits.clear(next_chan)
-                with m.If(fresh.bit_select(next_chan, 1)):
-                    m.d.sync += ctx.eq(0)
-                with m.Else():
-                    m.d.sync += ctx.eq(ctx_rp.data)
+                # (the read port keeps the next channel's context while the switch lasts)
+                m.d.comb += ctx_rp.addr.eq(next_chan)
+                with m.If(waited):
+                    m.d.sync += [slot.eq(next_slot), chan.eq(next_chan), loaded.eq(1),
+                                 state.eq(CPState.FETCH),
+                                 slice_end.eq(self.now + self.ch_timeslice)]
+                    fresh_bits.clear(next_chan)
+                    with m.If(fresh.bit_select(next_chan, 1)):
+                        m.d.sync += ctx.eq(0)
+                    with m.Else():
+                        m.d.sync += ctx.eq(ctx_rp.data)
             with m.Case(CPState.FETCH):
                 with m.If(err.bit_select(chan, 1) | self.parked.bit_select(chan, 1)
                           | ~self.running.bit_select(slot, 1)

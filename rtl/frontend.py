@@ -309,6 +309,7 @@ class FrontEnd(wiring.Component):
             pb.ctx_save.eq(db.ctx_save), pb.ctx_load.eq(db.ctx_load),
             pb.ch_timeslice.eq(db.ch_timeslice), pb.now.eq(self.now),
             cp.launch_hold.eq(db.launch_hold), cp.ch_timeslice.eq(db.ch_timeslice),
+            cp.cp_switch.eq(db.cp_switch),
             cp.now.eq(self.now),
         ]
         wake = Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)

@@ -340,7 +340,7 @@ GRAPH_LAUNCH_RECORD_DWORDS = GraphLaunchRecord.as_shape().size // 32
 class CPState(enum.Enum, shape=3):
     """The command processor's state machine (which PBDMA it decodes)."""
     ARBITRATE = 0
-    LOAD = 1               # reading the next PBDMA's channel context (one cycle)
+    LOAD = 1               # reading the next PBDMA's channel context (CP_SWITCH ns)
     FETCH = 2
     EXECUTE = 3
     DISPATCH = 4
@@ -460,6 +460,7 @@ class GlobalReg(enum.Enum, shape=4):
     ACTIVE_TSG = 10        # R: the TSG being served, bit 31 set during a switch
     TSG_PREEMPT = 11       # ns a switch takes more when the TSG switched out still has work
                            # (its work on the engines is preempted and its state saved)
+    CP_SWITCH = 12         # ns the CP takes to move to another channel's methods
 
 
 STATUS_BAD_CHANNEL = 1 << 0

@@ -134,6 +134,9 @@ SIMULATED = [
     ("cupti_kernel_ns", "chain_stream_gate", "median_kernel_us", (0.0, 200.0)),
     ("cupti_graph_kernel_ns", "chain_graph_gate", "median_kernel_us", (0.0, 300.0)),
     ("launch_latency_ns", "chain_stream_gate", "submitted_to_start_us", (150.0, 600.0)),
+    # the CP moving between two resident channels: two streams' dependent kernels, each
+    # launch decoded after the other channel's (unprofiled: nothing else differs from one)
+    ("cp_switch_ns", "nocupti_actgap_stamp_c32_A2_g100", "stream_period_us", (100.0, 400.0)),
     # CUPTI's kernel records on a dependent chain without latency timestamps (a probe), then
     # the latency timestamps' stamp: its round trip on two streams' short queues, and what it
     # adds while more than a segment queue of entries waits behind (1,000 queued kernels)
@@ -147,13 +150,19 @@ SIMULATED = [
     # unprofiled per-node cost of a graph launch; the rest of the profiled cost is CUPTI's
     ("graph_launch_per_node_ns", "nocupti_graph_nodes10", "wall_per_rep_us", (50.0, 500.0)),
     # the host scheduler: the PBDMA's context switch (save and load, one value each: the
-    # traces give their sum) on eight busy channels, then CUPTI's hold after each launch on
-    # the same program profiled, then the switch between two processes' contexts
+    # traces give their sum) on four and eight busy channels (more than the PBDMAs: each
+    # kernel costs a switch through the context port), then the poll of a channel parked off
+    # the PBDMAs on eight channels waiting for 100 us kernels (a probe, profiled as the
+    # validation traces are; its unprofiled twin is validated), then CUPTI's hold after each
+    # launch on the busy channels profiled, then
+    # the switch between two processes' contexts
     # (a series of scenarios: the geometric mean of model / measured over them is fitted to 1,
-    # so that one value serves 2 to 8 busy channels, not one of them exactly; 16 and 32 are
-    # validated, not fitted)
-    ("pbdma_ctx_load_ns", tuple(f"nocupti_actgap_stamp_c32_A{a}_g100" for a in (2, 4, 8)),
-     "stream_period_us", (100.0, 250.0)),
+    # so that one value serves both, not one of them exactly; 16 and 32 channels and the
+    # hyperq and fanout2 validation rows are validated, not fitted)
+    ("pbdma_ctx_load_ns", tuple(f"nocupti_actgap_stamp_c32_A{a}_g100" for a in (4, 8)),
+     "stream_period_us", (400.0, 600.0)),
+    ("acquire_poll_ns", "cupti_latency_timestamps/hyperq_c8_s8_full", "median_gap_us",
+     (200.0, 500.0)),
     ("cupti_launch_hold_ns", tuple(f"actgap_c32_A{a}_g100" for a in (2, 4, 8)),
      "stream_period_us", (500.0, 900.0)),
     # a switch away from a process that ran dry (empty kernels: its queue drains), then the

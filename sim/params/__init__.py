@@ -134,6 +134,8 @@ class Params:
     pbdma_ctx_save_ns: float = _ns("PBDMA: saving a channel's context when it moves to another "
                                    "channel")
     pbdma_ctx_load_ns: float = _ns("PBDMA: loading the next channel's context")
+    cp_switch_ns: float = _ns("command processor: moving to another resident channel's methods "
+                              "(its decode context and engine state loaded)")
     pbdma_ch_timeslice_ns: float = _ns("PBDMA: time a channel may hold it while another "
                                        "channel waits (0: until it runs out of work or an "
                                        "acquire fails)")
@@ -187,6 +189,7 @@ class Params:
                 GlobalReg.CTX_SAVE: round(self.pbdma_ctx_save_ns),
                 GlobalReg.CTX_LOAD: round(self.pbdma_ctx_load_ns),
                 GlobalReg.CH_TIMESLICE: round(self.pbdma_ch_timeslice_ns),
+                GlobalReg.CP_SWITCH: round(self.cp_switch_ns),
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
 
