@@ -131,6 +131,9 @@ class CommandProcessor(wiring.Component):
         Channels whose release slot is taken: a further release waits (the channel is blocked).
     release_full : In(1)
         The release pool is full: every channel's next release waits.
+    confirming : In(cfg.channels)
+        Channels whose time stamp is on its way (not waiting for work): while the CP decodes
+        one of them, it waits.
     release_stall : In(cfg.channels)
         Channels held by a timestamp release being written: not decoded.
     all_complete : In(1)
@@ -205,6 +208,7 @@ class CommandProcessor(wiring.Component):
             "release_busy": In(n),
             "release_full": In(1),
             "release_stall": In(n),
+            "confirming": In(n),
             "all_complete": In(1),
             "dispatched": Out(stream.Signature(cb)),
             "compute": Out(stream.Signature(launch_record_layout(cfg))),
@@ -509,6 +513,14 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += state.eq(CPState.FETCH)
 
         release_slot = loaded & ~self.running.bit_select(slot, 1)
+        # the channel decoded waits for its time stamp's write to be confirmed, and the CP
+        # with it (the stamp must come before whatever the front end does next); a stamp that
+        # waits for its work lets the CP go elsewhere meanwhile
+        stamp_wait = Signal()
+        m.d.comb += stamp_wait.eq((state == CPState.FETCH) & self.confirming.bit_select(chan, 1)
+                                  & ~err.bit_select(chan, 1) & ~self.parked.bit_select(chan, 1)
+                                  & self.running.bit_select(slot, 1)
+                                  & ~blocked.bit_select(chan, 1))
         m.d.comb += [ctx_wp.addr.eq(chan), ctx_wp.data.eq(ctx),
                      ctx_rp.addr.eq(self.pbdma_channel[arb.grant])]
         with m.Switch(state):
@@ -543,9 +555,11 @@ class CommandProcessor(wiring.Component):
             with m.Case(CPState.FETCH):
                 with m.If(err.bit_select(chan, 1) | self.parked.bit_select(chan, 1)
                           | ~self.running.bit_select(slot, 1)
-                          | self.release_stall.bit_select(chan, 1)
-                          | blocked.bit_select(chan, 1)):
+                          | blocked.bit_select(chan, 1)
+                          | (self.release_stall.bit_select(chan, 1) & ~stamp_wait)):
                     leave()
+                with m.Elif(stamp_wait):
+                    pass            # the time stamp's round trip: the CP waits with it
                 with m.Elif(replay.bit_select(chan, 1)):
                     m.d.sync += [from_replay.eq(1), state.eq(CPState.EXECUTE)]
                 with m.Elif(self.nonempty.bit_select(slot, 1)):
@@ -614,6 +628,6 @@ class CommandProcessor(wiring.Component):
 
         m.d.comb += self.quiescent.eq(((state == CPState.ARBITRATE) & ~arb.valid
                                        & ~release_slot)
-                                      | waiting
+                                      | waiting | stamp_wait
                                       | ((state == CPState.WFI) & ~self.all_complete))
         return m

@@ -284,7 +284,8 @@ class FrontEnd(wiring.Component):
             cp.priority.eq(db.pbdma_priority), pb.cp_holding.eq(cp.holding),
             cp.acquire_met.eq(sp.acquire_met), cp.parked.eq(sp.parked),
             cp.release_busy.eq(sp.release_busy), cp.release_full.eq(sp.release_full),
-            cp.release_stall.eq(sp.release_stall), cp.all_complete.eq(sp.all_complete),
+            cp.release_stall.eq(sp.release_stall), cp.confirming.eq(sp.confirming),
+            cp.all_complete.eq(sp.all_complete),
             db.lookup_channel.eq(sp.lookup_channel), sp.lookup_tsg.eq(db.lookup_tsg),
         ]
         # a fetch fault names the PBDMA: the CP puts its channel in error

@@ -1,7 +1,7 @@
 """Syncpoint unit, on-chip counters, deferred releases, parked acquires, in-flight work:
 :class:`SyncpointUnit`."""
 
-from amaranth import Module, Signal, Array, Mux, Cat
+from amaranth import Module, Signal, Array, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data, enum
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
@@ -169,6 +169,9 @@ class SyncpointUnit(wiring.Component):
         The pool has no room.
     release_stall : Out(cfg.channels)
         Channels held by a timestamp release to host memory.
+    confirming : Out(cfg.channels)
+        Channels with a timestamp release on its way: one without WFI not fired yet, or the
+        one being written or in its round trip.
     tsg_in_flight : Out(cfg.tsgs)
         TSGs with work dispatched and not completed.
     all_complete : Out(1)
@@ -219,6 +222,7 @@ class SyncpointUnit(wiring.Component):
             "release_busy": Out(n),
             "release_full": Out(1),
             "release_stall": Out(n),
+            "confirming": Out(n),
             "tsg_in_flight": Out(cfg.tsgs),
             "all_complete": Out(1),
             "quiescent": Out(1),
@@ -359,6 +363,15 @@ class SyncpointUnit(wiring.Component):
         behind = Signal()
         m.d.comb += behind.eq(Cat(self.fetch_behind[i] & (self.pbdma_channel[i] == r.channel)
                                   for i in range(cfg.pbdmas)).any())
+        # a time stamp whose work is done (or that waits for none) is on its way: the one
+        # being written and confirmed, and those without WFI in the pool
+        stamps = [Mux((fstate != FireState.IDLE) & r.timestamp, (Const(1, n) << r.channel)[:n], 0)]
+        stamps += [Mux(rel_valid[j] & rel[j].timestamp & ~rel[j].wfi & ~rel[j].to_counter,
+                       (Const(1, n) << rel[j].channel)[:n], 0) for j in range(k)]
+        confirming = stamps[0]
+        for x in stamps[1:]:
+            confirming = confirming | x
+        m.d.comb += self.confirming.eq(confirming)
         round_trip = Signal(17)
         m.d.comb += round_trip.eq(Mux(r.wfi, self.timestamp_hold, self.stamp_hold)
                                   + Mux(behind, self.stamp_fetch, 0))
