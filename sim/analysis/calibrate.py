@@ -153,8 +153,7 @@ SIMULATED = [
     # traces give their sum) on four and eight busy channels (more than the PBDMAs: each
     # kernel costs a switch through the context port), then the poll of a channel parked off
     # the PBDMAs on eight channels waiting for 100 us kernels (a probe, profiled as the
-    # validation traces are; its unprofiled twin is validated), then CUPTI's hold after each
-    # launch on the busy channels profiled, then
+    # validation traces are; its unprofiled twin is validated), then
     # the switch between two processes' contexts
     # (a series of scenarios: the geometric mean of model / measured over them is fitted to 1,
     # so that one value serves both, not one of them exactly; 16 and 32 channels and the
@@ -163,8 +162,6 @@ SIMULATED = [
      "stream_period_us", (400.0, 600.0)),
     ("acquire_poll_ns", "cupti_latency_timestamps/hyperq_c8_s8_full", "median_gap_us",
      (200.0, 500.0)),
-    ("cupti_launch_hold_ns", tuple(f"actgap_c32_A{a}_g100" for a in (2, 4, 8)),
-     "stream_period_us", (500.0, 900.0)),
     # a switch away from a process that ran dry (empty kernels: its queue drains), then the
     # extra of one that still has work (20 ms kernels: its timeslice runs out)
     ("tsg_switch_ns", "procs_empty_P2", "switch_gap_us", (120000.0, 150000.0)),

@@ -119,8 +119,9 @@ class Params:
                                   "front end (its end timestamp is written first), so the "
                                   "kernel waiting for it starts later")
     cupti_launch_hold_ns: float = _ns("CUPTI latency timestamps: front-end time after every "
-                                      "kernel launch it dispatches (the launch's timestamp "
-                                      "work)")
+                                      "kernel launch it dispatches (0 in h200, not fitted: "
+                                      "the CP's wait for each launch's time stamp gives the "
+                                      "profiled cost)")
     cupti_latency_timestamps: int = _p("CUPTI latency timestamps on (1, as the reference traces "
                                        "were taken: cuptiActivityEnableLatencyTimestamps; each "
                                        "stream launch is preceded by a `submitted` time stamp) "

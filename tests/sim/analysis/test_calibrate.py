@@ -24,9 +24,7 @@ def test_residuals_are_shipped_beside_the_parameters():
     p = load("h200")
     for name, r in fitted.items():
         assert getattr(p, name) == r["value"]
-        # CUPTI's launch hold moves actgap's period in steps (whether a completion reaches
-        # the PBDMA before or after its hold ends): the closest step, within 5%
-        assert abs(r["rel_error"]) < (0.05 if name == "cupti_launch_hold_ns" else 0.02), r
+        assert abs(r["rel_error"]) < 0.02, r
 
 
 def test_secant_finds_the_root_of_a_linear_response():
