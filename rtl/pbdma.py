@@ -51,8 +51,9 @@ class PbdmaUnits(wiring.Component):
     over while another waits. Switching out first drains (no new reads; the reads in flight
     land; the CP writes its decode context back), then throws the FIFO data away, writes the
     position decoded back (GP_GET and the rest of the segment: what was fetched beyond is
-    fetched again when the channel returns) and waits ``ctx_save`` ns. A channel in error is
-    dropped without a save.
+    fetched again when the channel returns) and waits ``ctx_save`` ns, or nothing for a channel
+    that ran dry (no entries left, nothing to replay: its GP_GET is all there is to save). A
+    channel in error is dropped without a save.
 
     *The context port*: saves and loads go through one port, whichever PBDMA they are for, one
     at a time (a save before a load): however many PBDMAs there are, channels change at most
@@ -363,8 +364,9 @@ class PbdmaUnits(wiring.Component):
                                      wb.payload.seg_address.eq(Mux(count[i] != 0,
                                                                    q_addr[i][h], 0)),
                                      wb.payload.seg_left.eq(Mux(count[i] != 0, h_left, 0))]
+                        # a channel that ran dry has nothing to save beyond its GP_GET
                         m.d.sync += [st.eq(PbdmaState.SAVE), dirty[i].eq(0),
-                                     until[i].eq(self.now + self.ctx_save)]
+                                     until[i].eq(self.now + Mux(idle, 0, self.ctx_save))]
                 with m.Case(PbdmaState.SAVE):
                     with m.If(self.now >= until[i]):
                         m.d.sync += st.eq(PbdmaState.FREE)

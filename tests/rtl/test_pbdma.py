@@ -215,7 +215,7 @@ def test_a_channel_whose_tsg_is_no_longer_served_leaves_and_others_are_not_loade
     bench(ONE, body, {0: {"put": 1}, 2: {"put": 1}})
 
 
-def test_an_idle_channel_keeps_its_pbdma_until_another_waits():
+def test_an_idle_channel_keeps_its_pbdma_until_another_waits_then_leaves_with_no_save_wait():
     async def body(ctx, dut, tick, now):
         ctx.set(dut.pending, 1 << 5)
         await tick()
@@ -227,4 +227,15 @@ def test_an_idle_channel_keeps_its_pbdma_until_another_waits():
         ctx.set(dut.pending, 1 << 6)
         await tick()
         assert not ctx.get(dut.running[0])         # draining for channel 6
+        # it ran dry: its GP_GET is saved, with no ctx_save wait (20 ns in this bench)
+        wb = None
+        while wb is None:
+            wb = await tick()
+        assert wb["channel"] == 5 and wb["save"] == 1
+        saved_at = now[0]
+        while ctx.get(dut.resident) & (1 << 5):
+            await tick()
+        assert now[0] == saved_at + 1
+        await tick()
+        assert ctx.get(dut.channel[0]) == 6 and ctx.get(dut.state[0]) == PbdmaState.LOAD
     bench(ONE, body, {5: {"put": 0}, 6: {"put": 1}})
