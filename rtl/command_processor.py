@@ -57,10 +57,9 @@ class CommandProcessor(wiring.Component):
     the context of the channel it decodes and writes it back when it moves to another PBDMA or
     when that PBDMA's channel is switched out (``holding``), so a method may span any number of
     switches. The time a context switch costs is the PBDMAs' (their load and save); moving the
-    CP away from a channel with work left (methods in its FIFO or to replay, a parked acquire,
-    a release waiting) costs ``cp_switch`` ns (a configuration register: that channel's engine
-    state saved with its decode context); away from one that ran dry, or back to the channel it
-    last decoded, nothing.
+    CP to another resident channel costs ``cp_switch`` ns (a configuration register: the
+    engine's state for that channel loaded with its decode context), returning to the channel
+    it last decoded nothing.
 
     A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
     graph walker like work to an engine; the graph's completion counts as its completion.
@@ -72,8 +71,8 @@ class CommandProcessor(wiring.Component):
 
     Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
     FIFO read returns); moving to another channel takes two cycles (write back and read the
-    contexts, then load), and away from one with work left waits until ``cp_switch`` ns after
-    the first, a deadline on ``now`` (``wake_at``). A dispatch holds the CP until the engine takes the record, which is
+    contexts, then load) and waits until ``cp_switch`` ns after the first, a deadline on
+    ``now`` (``wake_at``). A dispatch holds the CP until the engine takes the record, which is
     offered the cycle after its method executes; a kernel launch then holds it ``launch_hold``
     ns more (CUPTI's per-launch work), a deadline on ``now`` (``wake_at``). WFI holds the whole
     CP (every channel) until all dispatched work has completed.
@@ -107,8 +106,8 @@ class CommandProcessor(wiring.Component):
     launch_hold : In(16)
         ns the CP spends after each kernel launch it dispatches.
     cp_switch : In(16)
-        ns the CP takes to move away from a channel with work left (saving its decode context
-        and engine state).
+        ns the CP takes to move to another channel (loading its decode context and the
+        channel's engine state).
     now : In(64)
         The current time in ns: the launch hold and the switch are deadlines on it.
     wake_at : Out(64)
@@ -514,14 +513,6 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += state.eq(CPState.FETCH)
 
         release_slot = loaded & ~self.running.bit_select(slot, 1)
-        # the channel held has work left: methods in its FIFO or to replay, a parked acquire or
-        # a release waiting (what a switch away from it must save)
-        unfinished = Signal()
-        m.d.comb += unfinished.eq(loaded & (self.nonempty.bit_select(slot, 1)
-                                            | replay.bit_select(chan, 1)
-                                            | self.parked.bit_select(chan, 1)
-                                            | self.release_stall.bit_select(chan, 1)
-                                            | blocked.bit_select(chan, 1)))
         # the channel decoded waits for its time stamp's write to be confirmed, and the CP
         # with it (the stamp must come before whatever the front end does next); a stamp that
         # waits for its work lets the CP go elsewhere meanwhile
@@ -545,13 +536,10 @@ class CommandProcessor(wiring.Component):
                     with m.Else():
                         # write the context held back, read the next one
                         m.d.comb += ctx_wp.en.eq(loaded)
-                        # leaving a channel with work left saves its state; one that ran
-                        # dry (or none) costs nothing
                         m.d.sync += [next_slot.eq(arb.grant),
                                      next_chan.eq(self.pbdma_channel[arb.grant]),
                                      state.eq(CPState.LOAD),
-                                     wait_until.eq(self.now + Mux(unfinished, self.cp_switch,
-                                                                  0))]
+                                     wait_until.eq(self.now + self.cp_switch)]
             with m.Case(CPState.LOAD):
                 # (the read port keeps the next channel's context while the switch lasts)
                 m.d.comb += ctx_rp.addr.eq(next_chan)

@@ -260,35 +260,20 @@ def test_launch_hold_holds_the_cp_after_each_launch():
     assert all(h.trace[t][0] == CPState.HOLD for t in range(first + 1, first + 41))
 
 
-def _away_from_a_parked_channel(costs):
-    """Channel 3 (PBDMA 0) parks on an unmet acquire; channel 6 (PBDMA 1) has one launch."""
-    h = Harness(costs=costs)
-    h.bind(0, 3, PushBuffer().sem_acquire(syncpoint_address(CFG, 1), 1).launch(0x1000))
-    h.bind(1, 6, PushBuffer().launch(0x2000))
-    h.run(200)
-    return h
-
-
-def test_moving_away_from_a_channel_with_work_left_takes_cp_switch_ns():
-    base, h = _away_from_a_parked_channel({}), _away_from_a_parked_channel({"cp_switch": 30})
-    assert [(c, d) for c, _, d in h.launches] == [(6, 0x2000)]
-    # the move from the parked channel 3 to 6 waits 30 ns from its first cycle (29 more)
+def test_moving_to_another_channel_takes_cp_switch_ns_and_its_context_comes_with_it():
+    base = _dispatch_cycles({}, [3, 5])
+    h = _dispatch_cycles({"cp_switch": 30}, [3, 5])
+    # two moves: onto channel 3 at the start, then to 5; each waits 30 ns from its first cycle
     assert h.launch_cycles[0] == base.launch_cycles[0] + 29
+    assert h.launch_cycles[1] == base.launch_cycles[1] + 2 * 29
+    assert [(c, d) for c, _, d in h.launches] == [(3, 0x4000), (5, 0x6000)]
     # a deadline on now (30 ns after the ARBITRATE cycle before the first LOAD cycle):
     # wake_at tells it while the CP waits in LOAD
-    first = [t for t, e in enumerate(h.trace) if e[0] == CPState.LOAD][1]
+    first = next(t for t, e in enumerate(h.trace) if e[0] == CPState.LOAD)
     assert h.wake[first] == h.wake[first + 28] == first + 29
     assert h.wake[first + 29] == (1 << 64) - 1
     assert all(h.trace[t][0] == CPState.LOAD for t in range(first, first + 30))
     assert h.trace[first + 30][0] != CPState.LOAD
-
-
-def test_moving_away_from_a_channel_that_ran_dry_costs_nothing():
-    # one launch each: the CP leaves channel 3 with nothing left, and took none before
-    base = _dispatch_cycles({}, [3, 5])
-    h = _dispatch_cycles({"cp_switch": 30}, [3, 5])
-    assert h.launch_cycles == base.launch_cycles
-    assert [(c, d) for c, _, d in h.launches] == [(3, 0x4000), (5, 0x6000)]
 
 
 def test_only_running_pbdmas_are_decoded():
