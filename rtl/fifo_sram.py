@@ -37,8 +37,9 @@ class PartitionedFifo(wiring.Component):
     is only moved or resized when it is drained (empty, nothing reserved), so no data is lost or
     reordered: newcomers take a run at once (at least one slot), channels above their share stop
     taking data until they drain and then shrink, channels below it grow when they drain, and a
-    channel that no longer wants space gives its slots back when another channel needs them. A
-    search scans one slot per cycle.
+    channel that no longer wants space keeps its run (a PBDMA between two channels fetches
+    again at once) until another channel needs them: growing, or a newcomer whose share the
+    free slots do not cover. A search scans one slot per cycle.
 
     For timing, nothing on the allocator's decision path is wider than it must be: the active
     count is a counter kept in step with the table (not a population count), the shares are
@@ -284,14 +285,17 @@ class PartitionedFifo(wiring.Component):
 
         with m.Switch(state):
             with m.Case(AllocState.IDLE):
-                with m.If((need_alloc.any() | grow.any()) & idle_hold.any()):
-                    # give back the slots of a channel that no longer wants them
+                new_allowed = (ns - n + n_active + 1) - used_count
+                with m.If(((need_alloc.any() & (new_allowed < share_new)) | grow.any())
+                          & idle_hold.any()):
+                    # give back the slots of a channel that no longer wants them, when the
+                    # free slots are short of what a newcomer's share needs: a PBDMA that
+                    # switches channels keeps its run and its next channel fetches at once
                     update_used(idle_base, idle_slots)
                     m.d.sync += [used_count.eq(used_count - idle_slots), n_active.eq(n_active - 1),
                                  slots[c_idle].eq(0), nogrow.eq(0)]
                 with m.Elif(need_alloc.any()):
-                    allowed = (ns - n + n_active + 1) - used_count
-                    begin_scan(c_new, Mux(share_new < allowed, share_new, allowed), 0, 0)
+                    begin_scan(c_new, Mux(share_new < new_allowed, share_new, new_allowed), 0, 0)
                 with m.Elif(resize.any()):
                     allowed = (ns - n + n_active) - (used_count - rs_slots)
                     begin_scan(c_resize, Mux(share_now < allowed, share_now, allowed),
