@@ -69,13 +69,16 @@ class CommandProcessor(wiring.Component):
     readable cause and raises the interrupt; the CP goes on with the other channels. MMIO STATE
     write 1 clears it.
 
-    Timing: one dword every two cycles (pop, then execute on the next cycle when the synchronous
-    FIFO read returns); moving to another channel takes two cycles (write back and read the
-    contexts, then load) and waits until ``cp_switch`` ns after the first, a deadline on
-    ``now`` (``wake_at``). A dispatch holds the CP until the engine takes the record, which is
-    offered the cycle after its method executes; a kernel launch then holds it ``launch_hold``
-    ns more (CUPTI's per-launch work), a deadline on ``now`` (``wake_at``). WFI holds the whole
-    CP (every channel) until all dispatched work has completed.
+    Timing: a dword is executed the cycle after its pop (the synchronous FIFO read), and the
+    next one is popped meanwhile while the channel stays decodable: one dword a cycle through a
+    run of methods; a semaphore operation, a dispatch or WFI ends the run (the next word is
+    popped a cycle later, once the operation's effect on the channel is known); moving to
+    another channel takes two cycles (write back and read the contexts, then load) and waits
+    until ``cp_switch`` ns after the first, a deadline on ``now`` (``wake_at``). A dispatch
+    holds the CP until the engine takes the record, which is offered the cycle after its
+    method executes; a kernel launch then holds it ``launch_hold`` ns more (CUPTI's per-launch
+    work), a deadline on ``now`` (``wake_at``). WFI holds the whole CP (every channel) until
+    all dispatched work has completed.
 
     Parameters
     ----------
@@ -350,6 +353,24 @@ class CommandProcessor(wiring.Component):
         def leave():
             m.d.sync += state.eq(CPState.ARBITRATE)
 
+        # The next word may be popped while this one executes (one dword a cycle) when FETCH
+        # would pop it at once: the channel still decodable, nothing to replay or wait for.
+        # A semaphore operation ends the run (its release or acquire may stall the channel
+        # from the next cycle), as do a dispatch and WFI.
+        fetch_ahead = Signal()
+        m.d.comb += fetch_ahead.eq(~of(err, chan) & ~of(self.parked, chan)
+                                   & self.running.bit_select(slot, 1) & ~of(blocked, chan)
+                                   & ~of(self.release_stall, chan) & ~of(self.confirming, chan)
+                                   & ~of(replay, chan) & ~from_replay
+                                   & self.nonempty.bit_select(slot, 1))
+
+        def fetch_next():
+            with m.If(fetch_ahead):
+                m.d.comb += self.read_pop.eq(1)
+                m.d.sync += from_replay.eq(0)       # (EXECUTE again, on the word popped)
+            with m.Else():
+                m.d.sync += state.eq(CPState.FETCH)
+
         def advance_method():
             """The data word has been executed: step the method address and count."""
             with m.If(~is_header):
@@ -480,8 +501,10 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += state.eq(CPState.DISPATCH)
                 with m.Elif(maddr == Method.WFI):
                     m.d.sync += state.eq(CPState.WFI)
-                with m.Elif(go_on):
+                with m.Elif(go_on & (maddr == Method.SEM_EXECUTE)):
                     m.d.sync += state.eq(CPState.FETCH)
+                with m.Elif(go_on):
+                    fetch_next()
                 with m.Else():
                     leave()
 
@@ -572,7 +595,7 @@ class CommandProcessor(wiring.Component):
                     leave()          # a fetch fault arrived meanwhile: drop the word
                 with m.Elif(is_header & (hdr.sec_op != SecOp.IMMD)):
                     with m.If(word == 0):
-                        m.d.sync += state.eq(CPState.FETCH)          # NOP
+                        fetch_next()                                  # NOP
                     with m.Elif((hdr.sec_op == SecOp.INC) | (hdr.sec_op == SecOp.NON_INC)
                                 | (hdr.sec_op == SecOp.ONE_INC)):
                         with m.If((hdr.address >= HOST_METHOD_LIMIT)
@@ -582,8 +605,8 @@ class CommandProcessor(wiring.Component):
                         with m.Else():
                             m.d.sync += [ctx.method.eq(hdr.address), ctx.count.eq(hdr.count),
                                          ctx.mode.eq(hdr.sec_op),
-                                         ctx.subchannel.eq(hdr.subchannel),
-                                         state.eq(CPState.FETCH)]
+                                         ctx.subchannel.eq(hdr.subchannel)]
+                            fetch_next()
                             with m.If(from_replay):
                                 replay_bits.clear(chan)
                     with m.Else():

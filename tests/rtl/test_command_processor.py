@@ -180,6 +180,24 @@ def test_inc_non_inc_one_inc_and_immediate_headers():
     assert h.states[6][0] == ChannelState.IDLE
 
 
+def test_a_run_of_methods_decodes_a_dword_a_cycle_and_a_semaphore_operation_ends_it():
+    h = Harness()
+    sp = syncpoint_address(CFG, 2)
+    pb = PushBuffer()
+    pb.incr(Method.SEM_ADDR_LO, sp & 0xFFFF_FFFF, sp >> 32, 7, 0)    # header + 4 data words
+    pb.incr(Method.SEM_EXECUTE, sem_execute(SemOp.RELEASE))         # header + execute
+    pb.incr(Method.SEM_PAYLOAD_LO, 9)                               # header + 1
+    h.bind(0, 3, pb)
+    h.run(60)
+    cycles = [c for c, _, _ in h.pops]
+    assert len(cycles) == len(pb.words) == 9
+    # the first seven dwords one a cycle; the release's execute ends the run, and the word
+    # after it is popped a cycle later (through FETCH)
+    assert [b - a for a, b in zip(cycles, cycles[1:])] == [1] * 6 + [2, 1]
+    assert [r["payload"] for r in h.releases] == [7]
+    assert h.releases[0]["cycle"] == cycles[6] + 1
+
+
 def test_launch_and_copy_records_carry_the_hardware_channel_and_sequence():
     h = Harness()
     # channel 5 on PBDMA 0: the records name the channel, not the PBDMA
