@@ -146,6 +146,18 @@ class BackendBase:
             return bits
         return int(value.value if isinstance(value, enum.Enum) else value)
 
+    #: the last stop found ``retired`` transfers logged (:meth:`log_retired`)
+    logged = False
+
+    def log_retired(self, horizon_ps):
+        """Log ``retired`` transfers instead of stopping at each (the compiled loop does);
+        False here: this backend stops at every transfer."""
+        return False
+
+    def take_retired(self):
+        """The ``retired`` transfers logged since the last stop, as (cycle, record)."""
+        return []
+
     def offsets(self, port):
         """Bit offset of each field of input stream ``port``'s payload."""
         return {f: offset for f, offset, _ in self._fields[f"{port}__payload"]}

@@ -33,7 +33,10 @@ from gpufe.sim.cosim.backend import BackendBase, INPUT_STREAMS, BUSY_CAP
 
 # outputs that stop the C loop, in the order of the status block's offer bits; dma_write is
 # the next bit
-STOP_STREAMS = ("dma_read_req", "compute", "copy", "context", "retired")
+STOP_STREAMS = ("dma_read_req", "compute", "copy", "context")
+#: Output streams whose transfers the C loop logs with their cycle instead of stopping
+#: (:meth:`CxxrtlBackend.log_retired`).
+LOGGED_STREAM = "retired"
 _OFFERS = {m: tuple(n for i, n in enumerate(STOP_STREAMS + ("dma_write",)) if m >> i & 1)
            for m in range(1 << (len(STOP_STREAMS) + 1))}
 
@@ -322,7 +325,9 @@ class CxxrtlBackend(BackendBase):
                 ("gpufe_set", None, [vp, vp, words]), ("gpufe_get", None, [vp, vp, words]),
                 ("gpufe_status", i32, [vp, vp, ctypes.POINTER(ctypes.c_char_p), i32]),
                 ("gpufe_stats", None, [vp, ctypes.POINTER(u64)]),
-                ("gpufe_run", i32, [vp, u64, i32, u64])):
+                ("gpufe_run", i32, [vp, u64, i32, u64]),
+                ("gpufe_log", i32, [vp, ctypes.c_char_p, ctypes.c_char_p, u64]),
+                ("gpufe_take_log", i32, [vp, vp, i32])):
             f = getattr(lib, name)
             f.restype, f.argtypes = res, args
         self.h = lib.gpufe_open()
@@ -352,6 +357,8 @@ class CxxrtlBackend(BackendBase):
         self.settings = {}
         self.last_idle = self.quiet = True      # as of the last cycle run (drive keeps them)
         self._buf = (ctypes.c_uint32 * WORDS)()
+        self.logged = False                     # the last stop found logged transfers
+        self._log_buf = array("Q", bytes(8 * 2 * 256))
         self._widths = {n: len(Value.cast(shape)) for n, shape in self._shapes.items()}
         self._narrow = {n: self._widths[f"{n}__payload"] <= 64 for n in INPUT_STREAMS}
         self._wide = {n: self._widths[f"{n}__payload"] > 128 for n in INPUT_STREAMS}
@@ -394,6 +401,27 @@ class CxxrtlBackend(BackendBase):
             for c, v in zip(cycles, values):
                 self.lib.gpufe_push(self.h, self._queue[port], c, self._words(v))
 
+    def log_retired(self, horizon_ps):
+        """``retired`` transfers no longer stop the run: the C loop logs them with their cycle,
+        and the run stops by ``horizon_ps`` after the first at the latest (when the host could
+        see it), for :meth:`take_retired`. Returns True (the Python simulator keeps stopping)."""
+        if self.lib.gpufe_log(self.h, f"{LOGGED_STREAM}__valid".encode(),
+                              f"{LOGGED_STREAM}__payload".encode(), horizon_ps):
+            raise BackendUnavailable("compiled model lacks the retired stream")
+        return True
+
+    def take_retired(self):
+        """The ``retired`` transfers logged since the last stop: (cycle, payload record)."""
+        out, buf, name = [], self._log_buf, f"{LOGGED_STREAM}__payload"
+        cap = len(buf) // 2
+        while True:
+            n = self.lib.gpufe_take_log(self.h, buf.buffer_info()[0], cap)
+            out += [(buf[2 * i], self.unpack(name, buf[2 * i + 1])) for i in range(n)]
+            if n < cap:
+                break
+        self.logged = False
+        return out
+
     def write_ready_from(self, cycle):
         self.lib.gpufe_write_ready_from(self.h, cycle)
 
@@ -427,6 +455,7 @@ class CxxrtlBackend(BackendBase):
                 r = run(h, 2**64 - 1 if until is None else until, consume, BUSY_CAP)
                 # what the harness reads at every stop, kept here: no call per read
                 self.cycle, self.quiet, self.last_idle = status[0], bool(r & 16), bool(r & 32)
+                self.logged = bool(r & 64)
                 self._pushed = 0
                 r &= 15
                 if r == 5:

@@ -67,6 +67,8 @@ class CoSim:
         self._dma_read_ps = ps(params.dma_read_latency_ns)
         self._visible_ps = ps(params.host_write_visible_ns)
         self._dma_step_ps = max(self.cycle_ps, ps(4 / params.dma_read_bytes_per_ns))
+        # GP_GET updates need no stop of their own: the driver sees one `_visible_ps` later
+        self.backend.log_retired(self._visible_ps)
         self._mmio_due = 0                # cycle of the latest MMIO write queued
         # the driver's descriptor blocks (launch and copy descriptors, graph launch records):
         # taken by the driver, given back by the engines once they have read them
@@ -213,9 +215,21 @@ class CoSim:
 
     def _harness(self, backend, reason):
         t = backend.cycle * self.cycle_ps
+        same_cycle = ()
+        if backend.logged:
+            # GP_GET updates the loop logged: those of earlier cycles first, as their own stops
+            # would have come; one of this stop's cycle in its place among its transfers
+            same_cycle = []
+            for cycle, rec in backend.take_retired():
+                if cycle < backend.cycle or reason != "transfer":
+                    tr = cycle * self.cycle_ps
+                    self.ev.now = max(self.ev.now, tr)
+                    self._retired(rec, tr)
+                else:
+                    same_cycle.append(rec)
         if reason == "transfer":
             self.ev.now = max(self.ev.now, t)
-            self._transfers(backend, t)
+            self._transfers(backend, t, same_cycle)
         elif reason == "idle":
             if not self.cpu_done:
                 why = self._waiting_for()
@@ -248,7 +262,12 @@ class CoSim:
                 return
             self.ev.run_due(nxt)
 
-    def _transfers(self, b, t):
+    def _retired(self, rec, t):
+        hook = self.retire_hooks.get(rec.channel)
+        if hook is not None:
+            hook(rec.get, t + self._visible_ps)
+
+    def _transfers(self, b, t, retired=()):
         offers = b.offers()
         if "dma_read_req" in offers:
             self._dma_read(b.get("dma_read_req__payload"), t)
@@ -282,10 +301,9 @@ class CoSim:
             self.copies.launch(job)
 
         if "retired" in offers:
-            rec = b.get("retired__payload")
-            hook = self.retire_hooks.get(rec.channel)
-            if hook is not None:
-                hook(rec.get, t + self._visible_ps)
+            self._retired(b.get("retired__payload"), t)
+        for rec in retired:
+            self._retired(rec, t)
 
         if "context" in offers:
             rec = b.get("context__payload")

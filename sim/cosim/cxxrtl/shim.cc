@@ -53,6 +53,13 @@ struct Sim {
   // here so that reading it is not a call through ctypes each
   uint64_t *status = nullptr;
   std::vector<cxxrtl_object *> out_payloads;   // the stop streams' payloads, then dma_write's
+  // A logged output stream (valid for one cycle, never held): its transfers are kept with
+  // their cycle instead of stopping the run, and the run stops by `log_deadline` at the
+  // latest, the first cycle at which the host could see the first of them (`log_horizon_ps`
+  // after it), so that Python learns of each in time.
+  cxxrtl_object *log_valid = nullptr, *log_payload = nullptr;
+  uint64_t log_horizon_ps = 0, log_deadline = UINT64_MAX;
+  std::vector<uint64_t> log;                   // cycle, payload (64 bits) pairs
 };
 
 size_t words(const cxxrtl_object *o) { return (o->width + 31) / 32; }
@@ -212,6 +219,29 @@ void gpufe_push_u64(void *p, int queue, int n, const uint64_t *dues, const uint6
 }
 
 
+// Registers the logged output stream (at most 64 bits of payload) and its host horizon.
+int gpufe_log(void *p, const char *valid, const char *payload, uint64_t horizon_ps) {
+  Sim *s = (Sim *)p;
+  s->log_valid = cxxrtl_get(s->h, valid);
+  s->log_payload = cxxrtl_get(s->h, payload);
+  if (!s->log_valid || !s->log_payload || s->log_payload->width > 64)
+    return -1;
+  s->log_horizon_ps = horizon_ps;
+  return 0;
+}
+
+// Copies up to `cap` logged transfers (cycle, payload pairs) into `out` and forgets them;
+// returns how many were copied.
+int gpufe_take_log(void *p, uint64_t *out, int cap) {
+  Sim *s = (Sim *)p;
+  int n = std::min(cap, int(s->log.size() / 2));
+  std::copy(s->log.begin(), s->log.begin() + 2 * n, out);
+  s->log.erase(s->log.begin(), s->log.begin() + 2 * n);
+  if (s->log.empty())
+    s->log_deadline = UINT64_MAX;
+  return n;
+}
+
 void gpufe_write_ready_from(void *p, uint64_t cycle) { ((Sim *)p)->write_ready_from = cycle; }
 
 void gpufe_set(void *p, void *obj, const uint32_t *w) { put((cxxrtl_object *)obj, w); }
@@ -276,6 +306,8 @@ static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
     if (consume) {
       consume = 0;
     } else {
+      // a logged transfer's host deadline ends the run like `until`
+      until = std::min(until, s->log_deadline);
       if (s->jumps && s->stable) {
         uint64_t t = stable_until(s, c, until);
         if (t != UINT64_MAX && t > c) {
@@ -306,6 +338,14 @@ static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
       put_u64(s->now, c * s->cycle_ps / 1000);
       if (!settle_and_sample(s))
         return 5;
+      if (s->log_valid && bit(s->log_valid)) {
+        const uint32_t *w = s->log_payload->curr;
+        uint64_t v = w[0] | (words(s->log_payload) > 1 ? uint64_t(w[1]) << 32 : 0);
+        if (s->log.empty())
+          s->log_deadline = (c * s->cycle_ps + s->log_horizon_ps + s->cycle_ps - 1) / s->cycle_ps;
+        s->log.push_back(c);
+        s->log.push_back(v);
+      }
       int offers = 0;
       for (size_t i = 0; i < s->stops.size(); i++)
         offers |= int(bit(s->stops[i])) << i;
@@ -323,7 +363,7 @@ static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
     for (int i : s->offered)
       taken[i] = bit(s->queues[i].ready);
     if (idle && s->offered.empty()) {
-      uint64_t target = std::min(until, wake_cycle(s));
+      uint64_t target = std::min(std::min(until, s->log_deadline), wake_cycle(s));
       bool any = target != UINT64_MAX;
       for (auto &q : s->queues)
         if (!q.q.empty()) {
@@ -357,7 +397,8 @@ static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
 }
 
 // run_cycles' reason (1 transfer, 2 until, 3 idle, 4 busy cap, 5 delta cycles), with the state
-// the host reads after every stop folded in: bit 4 quiet, bit 5 last_idle
+// the host reads after every stop folded in: bit 4 quiet, bit 5 last_idle, bit 6 transfers
+// logged (gpufe_take_log)
 int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
   auto t0 = std::chrono::steady_clock::now();
   int r = run_cycles(p, until, consume, busy_cap);
@@ -365,7 +406,7 @@ int gpufe_run(void *p, uint64_t until, int consume, uint64_t busy_cap) {
   write_status(s, r);
   s->run_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - t0).count();
-  return r | int(s->quiet) << 4 | int(s->last_idle) << 5;
+  return r | int(s->quiet) << 4 | int(s->last_idle) << 5 | int(!s->log.empty()) << 6;
 }
 
 }  // extern "C"

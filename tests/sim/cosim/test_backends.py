@@ -65,3 +65,16 @@ def test_compiled_and_pysim_timelines_are_identical(name, pysim_runs):
     # the compiled loop also skips cycles in which a stable design cannot change
     assert stats_b["rtl_cycles"] <= stats_a["rtl_cycles"]
     assert stats_b["doorbells"] == stats_a["doorbells"]
+
+
+def test_a_full_ring_wakes_the_cpu_at_the_same_time_on_both_backends():
+    """The compiled loop logs GP_GET updates (``retired``) instead of stopping at each, and
+    stops by the time the driver could see the first: a CPU blocked on a full GPFIFO ring
+    resumes exactly when it does in Amaranth's simulator, which stops at every update."""
+    from tests.sim.workloads import streams, launch, workload
+    p = load("h200").with_overrides(gpfifo_entries=8)
+    w = workload(streams("s") + [launch("s", 100_000, "k_gate")]
+                 + [launch("s") for _ in range(30)] + [{"op": "stream_synchronize", "stream": "s"}])
+    runs = {b: simulate(w, p, backend=b) for b in ("pysim", "compiled")}
+    assert runs["compiled"].blocked_launches > 0
+    assert dump(runs["pysim"]) == dump(runs["compiled"])
