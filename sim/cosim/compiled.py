@@ -467,11 +467,11 @@ class CxxrtlBackend(BackendBase):
                 consume = int(r == 1)
                 until = harness(self, reasons[r])
         finally:
-            out = (ctypes.c_uint64 * 6)()
+            out = (ctypes.c_uint64 * 7)()
             self.lib.gpufe_stats(self.h, out)
             self.stats.update(rtl_cycles=out[0], jumped_cycles=out[1], jumps=out[2],
                               stable_cycles_skipped=out[3], stable_skips=out[4],
-                              rtl_wall_s=out[5] / 1e9)
+                              rtl_wall_s=out[5] / 1e9, retire_stops=out[6])
 
     def __del__(self):
         h = getattr(self, "h", None)

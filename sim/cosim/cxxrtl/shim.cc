@@ -58,7 +58,7 @@ struct Sim {
   // latest, the first cycle at which the host could see the first of them (`log_horizon_ps`
   // after it), so that Python learns of each in time.
   cxxrtl_object *log_valid = nullptr, *log_payload = nullptr;
-  uint64_t log_horizon_ps = 0, log_deadline = UINT64_MAX;
+  uint64_t log_horizon_ps = 0, log_deadline = UINT64_MAX, log_stops = 0;
   std::vector<uint64_t> log;                   // cycle, payload (64 bits) pairs
 };
 
@@ -293,6 +293,7 @@ void gpufe_stats(void *p, uint64_t *out) {
   out[3] = s->skipped;
   out[4] = s->nskips;
   out[5] = s->run_ns;
+  out[6] = s->log_stops;
 }
 
 // Returns 1 transfer offered, 2 `until` reached, 3 idle with nothing queued, 4 busy too long,
@@ -307,6 +308,8 @@ static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
       consume = 0;
     } else {
       // a logged transfer's host deadline ends the run like `until`
+      if (s->log_deadline < until && c >= s->log_deadline)
+        s->log_stops++;
       until = std::min(until, s->log_deadline);
       if (s->jumps && s->stable) {
         uint64_t t = stable_until(s, c, until);
