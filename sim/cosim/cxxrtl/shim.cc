@@ -301,6 +301,7 @@ void gpufe_stats(void *p, uint64_t *out) {
 static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
   Sim *s = (Sim *)p;
   uint64_t busy = 0;
+  const uint64_t host_until = until;
   const uint32_t zero[WORDS] = {0};
   for (;;) {
     uint64_t c = s->cycle;
@@ -308,9 +309,9 @@ static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
       consume = 0;
     } else {
       // a logged transfer's host deadline ends the run like `until`
-      if (s->log_deadline < until && c >= s->log_deadline)
+      if (s->log_deadline < host_until && c >= s->log_deadline)
         s->log_stops++;
-      until = std::min(until, s->log_deadline);
+      until = std::min(host_until, s->log_deadline);
       if (s->jumps && s->stable) {
         uint64_t t = stable_until(s, c, until);
         if (t != UINT64_MAX && t > c) {

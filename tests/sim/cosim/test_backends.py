@@ -62,11 +62,10 @@ def test_compiled_and_pysim_timelines_are_identical(name, pysim_runs):
     kind_a, a, stats_a = pysim_runs[name].result()
     assert (kind_a, kind_b) == ("pysim", "compiled")
     assert a == b
-    # the compiled loop also skips cycles in which a stable design cannot change; it does not
-    # stop for GP_GET updates as Amaranth's simulator does, and where its stops fall decides
-    # a few idle cycles clocked before jumps (a stop for the driver to see an update, one)
-    assert stats_b["rtl_cycles"] <= (stats_a["rtl_cycles"] * 1.01
-                                     + stats_b["retire_stops"])
+    # the compiled loop also skips cycles in which a stable design cannot change; each stop it
+    # makes for the driver to see a logged GP_GET update (Amaranth's simulator stops at the
+    # update itself instead) clocks one idle cycle more
+    assert stats_b["rtl_cycles"] <= stats_a["rtl_cycles"] + stats_b["retire_stops"]
     assert stats_b["doorbells"] == stats_a["doorbells"]
 
 
