@@ -56,7 +56,8 @@ class FrontEnd(wiring.Component):
 
     Timing: a doorbell's first DMA read is offered two cycles after its MMIO write is (the write
     takes effect at one clock edge, the fetcher loads the request at the next); the CP decodes
-    a push-buffer dword a cycle through a run of methods; each block's own timing is in its documentation.
+    a push-buffer dword a cycle through a run of methods; each block's own timing is in its
+    documentation.
 
     Parameters
     ----------
