@@ -1,6 +1,9 @@
 """Syncpoint unit, on-chip counters, deferred releases, parked acquires, in-flight work:
 :class:`SyncpointUnit`."""
 
+from functools import reduce
+import operator
+
 from amaranth import Module, Signal, Array, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data, enum
 from amaranth.lib.memory import Memory, MemoryData
@@ -368,10 +371,7 @@ class SyncpointUnit(wiring.Component):
         stamps = [Mux((fstate != FireState.IDLE) & r.timestamp, (Const(1, n) << r.channel)[:n], 0)]
         stamps += [Mux(rel_valid[j] & rel[j].timestamp & ~rel[j].wfi & ~rel[j].to_counter,
                        (Const(1, n) << rel[j].channel)[:n], 0) for j in range(k)]
-        confirming = stamps[0]
-        for x in stamps[1:]:
-            confirming = confirming | x
-        m.d.comb += self.confirming.eq(confirming)
+        m.d.comb += self.confirming.eq(reduce(operator.or_, stamps))
         round_trip = Signal(17)
         m.d.comb += round_trip.eq(Mux(r.wfi, self.timestamp_hold, self.stamp_hold)
                                   + Mux(behind, self.stamp_fetch, 0))

@@ -151,8 +151,7 @@ class BackendBase:
 
     def log_retired(self, horizon_ps):
         """Log ``retired`` transfers instead of stopping at each (the compiled loop does);
-        False here: this backend stops at every transfer."""
-        return False
+        nothing here: this backend stops at every transfer."""
 
     def take_retired(self):
         """The ``retired`` transfers logged since the last stop, as (cycle, record)."""

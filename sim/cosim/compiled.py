@@ -404,12 +404,10 @@ class CxxrtlBackend(BackendBase):
     def log_retired(self, horizon_ps):
         """``retired`` transfers no longer stop the run: the C loop logs them with their cycle,
         and the run stops by ``horizon_ps`` after the first at the latest (when the host could
-        see it), for :meth:`take_retired`. Returns True: they are logged (Amaranth's simulator
-        returns False and keeps stopping at each)."""
+        see it), for :meth:`take_retired`."""
         if self.lib.gpufe_log(self.h, f"{LOGGED_STREAM}__valid".encode(),
                               f"{LOGGED_STREAM}__payload".encode(), horizon_ps):
             raise BackendUnavailable("compiled model lacks the retired stream")
-        return True
 
     def take_retired(self):
         """The ``retired`` transfers logged since the last stop: (cycle, payload record)."""

@@ -13,8 +13,8 @@ and no WFI, which holds the channel for its round trip (``stamp_hold_ns``, and
 ``stamp_fetch_ns`` more while the PBDMA still has GPFIFO entries to fetch behind it: why a
 dependent kernel waits longer with more than ~10 kernels queued), and the command processor
 with it while it decodes that channel; the command processor may also spend
-``cupti_launch_hold_ns`` after each launch (0 in h200: the stamp's wait accounts for it). In the records, a stream kernel's
-"submitted" is when the front end dispatched it, right after its stamp, not its kickoff.
+``cupti_launch_hold_ns`` after each launch (0 in h200: the stamp's wait accounts for it). In
+the records, a stream kernel's "submitted" is when the front end dispatched it, right after its stamp, not its kickoff.
 """
 
 from gpufe.sim.host.encode import PushBuffer
