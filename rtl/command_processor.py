@@ -59,7 +59,9 @@ class CommandProcessor(wiring.Component):
     switches. The time a context switch costs is the PBDMAs' (their load and save); moving the
     CP to another resident channel costs ``cp_switch`` ns (a configuration register: the
     engine's state for that channel loaded with its decode context), returning to the channel
-    it last decoded nothing.
+    it last decoded nothing. An idle CP (no PBDMA decodable) makes that move towards a PBDMA
+    whose channel's methods are still being fetched (``expecting``), so that the switch runs
+    under the DMA reads instead of after them.
 
     A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
     graph walker like work to an engine; the graph's completion counts as its completion.
@@ -98,6 +100,9 @@ class CommandProcessor(wiring.Component):
         PBDMAs with data in the FIFO.
     running : In(cfg.pbdmas)
         PBDMAs whose channel may be decoded (resident, not being switched out).
+    expecting : In(cfg.pbdmas)
+        PBDMAs whose channel's methods are on their way (a GPFIFO entry to read or a DMA read
+        outstanding): where an idle CP goes ahead of the data.
     pbdma_channel : In(data.ArrayLayout(cfg.chan_bits, cfg.pbdmas))
         The channel on each PBDMA.
     priority : In(data.ArrayLayout(cfg.prio_bits, cfg.pbdmas))
@@ -194,6 +199,7 @@ class CommandProcessor(wiring.Component):
             "read_data": In(32),
             "nonempty": In(cfg.pbdmas),
             "running": In(cfg.pbdmas),
+            "expecting": In(cfg.pbdmas),
             "pbdma_channel": In(data.ArrayLayout(cb, cfg.pbdmas)),
             "priority": In(data.ArrayLayout(cfg.prio_bits, cfg.pbdmas)),
             "holding": Out(cfg.pbdmas),
@@ -284,6 +290,23 @@ class CommandProcessor(wiring.Component):
                                        & ~of(self.parked, c) & ~of(blocked, c)
                                        & ~of(self.release_stall, c) & ~of(err, c))
         m.d.comb += [arb.requests.eq(runnable), arb.priority.eq(self.priority)]
+        # where an idle CP goes ahead: a PBDMA whose channel's methods are being fetched and
+        # would be decodable when they arrive, other than the one whose context it holds
+        ahead = Signal(r)
+        ahead_slot = Signal(cfg.pbdma_bits)
+        for i in range(r):
+            c = self.pbdma_channel[i]
+            m.d.comb += ahead[i].eq(self.running[i] & self.expecting[i]
+                                    & ~(loaded & (slot == i))
+                                    & ~of(self.parked, c) & ~of(blocked, c)
+                                    & ~of(self.release_stall, c) & ~of(err, c))
+        for i in reversed(range(r)):
+            with m.If(ahead[i]):
+                m.d.comb += ahead_slot.eq(i)
+        # ... unless the channel it holds is itself waiting for its methods (no ping-pong)
+        go_ahead = Signal()
+        m.d.comb += go_ahead.eq(ahead.any() & ~(loaded & self.running.bit_select(slot, 1)
+                                                & self.expecting.bit_select(slot, 1)))
 
         # -- the state word of the channel MMIO reads --
         q = self.query_channel
@@ -563,6 +586,14 @@ class CommandProcessor(wiring.Component):
                                      next_chan.eq(self.pbdma_channel[arb.grant]),
                                      state.eq(CPState.LOAD),
                                      wait_until.eq(self.now + self.cp_switch)]
+                with m.Elif(go_ahead):
+                    # nothing to decode: move to a channel whose methods are on their way
+                    m.d.comb += [ctx_wp.en.eq(loaded),
+                                 ctx_rp.addr.eq(self.pbdma_channel[ahead_slot])]
+                    m.d.sync += [next_slot.eq(ahead_slot),
+                                 next_chan.eq(self.pbdma_channel[ahead_slot]),
+                                 state.eq(CPState.LOAD),
+                                 wait_until.eq(self.now + self.cp_switch)]
             with m.Case(CPState.LOAD):
                 # (the read port keeps the next channel's context while the switch lasts)
                 m.d.comb += ctx_rp.addr.eq(next_chan)
@@ -650,7 +681,7 @@ class CommandProcessor(wiring.Component):
             bits.commit()
 
         m.d.comb += self.quiescent.eq(((state == CPState.ARBITRATE) & ~arb.valid
-                                       & ~release_slot)
+                                       & ~release_slot & ~go_ahead)
                                       | waiting | stamp_wait
                                       | ((state == CPState.WFI) & ~self.all_complete))
         return m

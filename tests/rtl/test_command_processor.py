@@ -36,6 +36,7 @@ class Harness:
         self.words = defaultdict(deque)          # channel -> dwords fetched, not popped
         self.bound = [None] * cfg.pbdmas         # channel on each PBDMA
         self.running = set()                     # PBDMAs in RUN
+        self.expecting = set()                   # PBDMAs whose channel's methods are coming
         self.moves = {}                          # PBDMA -> channel to bind once drained
         self.releases, self.acquires, self.launches, self.copies = [], [], [], []
         self.launch_cycles = []                  # cycle each launch is taken
@@ -101,6 +102,7 @@ class Harness:
                     ctx.set(dut.pbdma_channel[p], c or 0)
                     ctx.set(dut.priority[p], self.priorities.get(c, 0) if c is not None else 0)
                 ctx.set(dut.running, sum(1 << p for p in self.running))
+                ctx.set(dut.expecting, sum(1 << p for p in self.expecting))
                 ctx.set(dut.nonempty, sum(1 << p for p in range(cfg.pbdmas)
                                           if self.bound[p] is not None
                                           and self.words[self.bound[p]]))
@@ -292,6 +294,38 @@ def test_moving_to_another_channel_takes_cp_switch_ns_and_its_context_comes_with
     assert h.wake[first + 29] == (1 << 64) - 1
     assert all(h.trace[t][0] == CPState.LOAD for t in range(first, first + 30))
     assert h.trace[first + 30][0] != CPState.LOAD
+
+
+def _arriving_at(cycle, expecting, costs):
+    """Channels 3 (PBDMA 0) and 5 (PBDMA 1) resident; a launch on channel 5 arrives at
+    ``cycle``; before that the PBDMAs in ``expecting`` say that their methods are coming."""
+    h = Harness(costs=costs)
+    h.bind(0, 3).bind(1, 5)
+    h.expecting = set(expecting)
+
+    def arrive(hh):
+        hh.push(5, PushBuffer().launch(0x6000))
+        hh.expecting.clear()
+    h.actions[cycle] = arrive
+    return h.run(cycle + 200)
+
+
+def test_an_idle_cp_moves_ahead_to_a_channel_whose_methods_are_on_their_way():
+    costs = {"cp_switch": 30}
+    cold = _arriving_at(60, (), costs)
+    ahead = _arriving_at(60, (1,), costs)
+    # the move to PBDMA 1 runs before the data: channel 5 held from then on
+    assert cold.trace[59][1] == 0
+    assert ahead.trace[59][1] == 0b10 and ahead.trace[59][2] == 5
+    # its launch goes out without the move's 30 LOAD cycles
+    assert [(c, d) for c, _, d in ahead.launches] == [(5, 0x6000)] == \
+        [(c, d) for c, _, d in cold.launches]
+    assert ahead.launch_cycles[0] == cold.launch_cycles[0] - 30
+    # both PBDMAs expecting: the CP goes ahead to one and stays there (no ping-pong)
+    both = _arriving_at(60, (0, 1), costs)
+    starts = [t for t in range(1, 60)
+              if both.trace[t][0] == CPState.LOAD and both.trace[t - 1][0] != CPState.LOAD]
+    assert len(starts) == 1 and both.trace[59][1] == 0b01
 
 
 def test_only_running_pbdmas_are_decoded():
