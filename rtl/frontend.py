@@ -313,10 +313,12 @@ class FrontEnd(wiring.Component):
             pb.ch_timeslice.eq(db.ch_timeslice), pb.now.eq(self.now),
             cp.launch_hold.eq(db.launch_hold), cp.ch_timeslice.eq(db.ch_timeslice),
             cp.cp_switch.eq(db.cp_switch),
+            gw.graph_start.eq(db.graph_start), gw.now.eq(self.now),
             cp.now.eq(self.now),
         ]
         wake = Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)
         wake = Mux(sp.wake_at < wake, sp.wake_at, wake)
+        wake = Mux(gw.wake_at < wake, gw.wake_at, wake)
         m.d.comb += self.wake_at.eq(Mux(pb.wake_at < wake, pb.wake_at, wake))
 
         # errors: a channel in error leaves its PBDMA (its FIFO data is discarded)

@@ -64,9 +64,12 @@ class GraphWalker(wiring.Component):
     run past ``graph_edges_max`` faults the channel (``ErrorCause.GRAPH``) and completes the
     launch.
 
-    Timing: completion of a node to dispatch of a successor takes about six cycles; at most one
-    node is dispatched every three cycles. The table loads with one DMA read of up to
-    ``dma_burst`` dwords in flight at a time.
+    Timing: a launch's first node is dispatched no earlier than ``graph_start`` ns after the
+    walker takes the launch (a configuration register: the launch's set-up on the device, the
+    same for a graph of one node or a thousand; the table load runs meanwhile), a deadline on
+    ``now`` (``wake_at``). Completion of a node to dispatch of a successor takes about six
+    cycles; at most one node is dispatched every three cycles. The table loads with one DMA
+    read of up to ``dma_burst`` dwords in flight at a time.
 
     Parameters
     ----------
@@ -98,10 +101,16 @@ class GraphWalker(wiring.Component):
         until taken.
     fault : Out(stream.Signature(fault_layout(cfg)))
         Valid for one cycle: the launch's channel, cause ``GRAPH``. ``ready`` is not looked at.
+    graph_start : In(16)
+        ns from taking a launch to its first node's dispatch.
+    now : In(64)
+        The current time in ns (``graph_start`` is a deadline on it).
+    wake_at : Out(64)
+        The deadline the walker waits for (all ones when it waits for none).
     state : Out(WalkerState)
         State of the walker.
     quiescent : Out(1)
-        Waiting only for node completions, DMA data or a launch.
+        Waiting only for node completions, DMA data, a launch or ``wake_at``.
     """
 
     def __init__(self, cfg):
@@ -121,6 +130,9 @@ class GraphWalker(wiring.Component):
             "node_done": In(stream.Signature(completion_layout(cfg))),
             "graph_done": Out(stream.Signature(completion_layout(cfg))),
             "fault": Out(stream.Signature(fault_layout(cfg))),
+            "graph_start": In(16),
+            "now": In(64),
+            "wake_at": Out(64),
             "state": Out(WalkerState),
             "quiescent": Out(1),
         })
@@ -210,7 +222,11 @@ class GraphWalker(wiring.Component):
         ]
         succ_end = assembled.succ_first + assembled.succ_count
 
-        # -- dispatch --
+        # -- dispatch: from the launch's start deadline on --
+        start_at = Signal(64, name="graph_start_at")
+        starting = Signal()
+        m.d.comb += [starting.eq((state != WalkerState.IDLE) & (self.now < start_at)),
+                     self.wake_at.eq(Mux(starting, start_at, (1 << 64) - 1))]
         d_busy = Signal()            # a node entry is being read
         cr, yr = self.compute, self.copy
         with m.If(cr.valid & cr.ready):
@@ -221,7 +237,7 @@ class GraphWalker(wiring.Component):
         offered = cr.valid | yr.valid
         taken = (cr.valid & cr.ready) | (yr.valid & yr.ready)
         can_pop = ((state == WalkerState.RUN) & ready.r_rdy & ~d_busy & ~offered
-                   & (inflight < cfg.graph_inflight_max))
+                   & (inflight < cfg.graph_inflight_max) & ~starting)
         m.d.comb += [node_dispatch.addr.eq(ready.r_data), ready.r_en.eq(can_pop)]
         with m.If(can_pop):
             m.d.sync += [d_busy.eq(1), d_node.eq(ready.r_data)]
@@ -291,7 +307,8 @@ class GraphWalker(wiring.Component):
             with m.Case(WalkerState.IDLE):
                 with m.If(queue.r_rdy & ~gd.valid):
                     m.d.comb += queue.r_en.eq(1)
-                    m.d.sync += [cur.eq(head), done_count.eq(0), epoch.eq(epoch + 1)]
+                    m.d.sync += [cur.eq(head), done_count.eq(0), epoch.eq(epoch + 1),
+                                 start_at.eq(self.now + self.graph_start)]
                     with m.If((head.nodes > cfg.graph_nodes_max) | (head.nodes == 0)):
                         m.d.sync += state.eq(WalkerState.DONE)
                         m.d.comb += [self.fault.valid.eq(head.nodes != 0),
@@ -371,7 +388,8 @@ class GraphWalker(wiring.Component):
         # have not reached the FIFO's output register yet)
         m.d.comb += self.quiescent.eq(
             ((state == WalkerState.IDLE) & (queue.level == 0) & ~gd.valid)
-            | ((state == WalkerState.RUN) & (ready.level == 0) & (done.level == 0) & ~d_busy
-               & ~offered & (cstate == CompletionState.IDLE) & (done_count != cur.nodes))
+            | ((state == WalkerState.RUN) & ((ready.level == 0) | starting) & (done.level == 0)
+               & ~d_busy & ~offered & (cstate == CompletionState.IDLE)
+               & (done_count != cur.nodes))
             | (loading & in_flight_read & ~req.valid & ~rsp.valid))
         return m

@@ -461,6 +461,7 @@ class GlobalReg(enum.Enum, shape=4):
     TSG_PREEMPT = 11       # ns a switch takes more when the TSG switched out still has work
                            # (its work on the engines is preempted and its state saved)
     CP_SWITCH = 12         # ns the CP takes to move to another channel's methods
+    GRAPH_START = 13       # ns from a graph launch to its first node's dispatch (its set-up)
 
 
 STATUS_BAD_CHANNEL = 1 << 0

@@ -137,6 +137,8 @@ class Params:
     pbdma_ctx_load_ns: float = _ns("PBDMA: loading the next channel's context")
     cp_switch_ns: float = _ns("command processor: moving to another resident channel's methods "
                               "(its decode context and engine state loaded)")
+    graph_start_ns: float = _ns("graph walker: a graph launch taken -> its first node dispatched "
+                                "(the launch's set-up on the device, whatever the graph's size)")
     pbdma_ch_timeslice_ns: float = _ns("PBDMA: time a channel may hold it while another "
                                        "channel waits (0: until it runs out of work or an "
                                        "acquire fails)")
@@ -180,9 +182,9 @@ class Params:
                 "stamp_fetch": round(self.stamp_fetch_ns)}
 
     def scheduler_registers(self, profiled=False):
-        """The host scheduler's configuration registers (``GlobalReg`` -> value), which the
-        KMD writes before the program runs, in ns (the front end's timers are deadlines on its
-        ``now``)."""
+        """The host scheduler's and the walker's configuration registers (``GlobalReg`` ->
+        value), which the KMD writes before the program runs, in ns (the front end's timers are
+        deadlines on its ``now``)."""
         from gpufe.rtl.layouts import GlobalReg
         return {GlobalReg.TSG_TIMESLICE: round(self.tsg_timeslice_ns),
                 GlobalReg.TSG_SWITCH: round(self.tsg_switch_ns),
@@ -191,6 +193,7 @@ class Params:
                 GlobalReg.CTX_LOAD: round(self.pbdma_ctx_load_ns),
                 GlobalReg.CH_TIMESLICE: round(self.pbdma_ch_timeslice_ns),
                 GlobalReg.CP_SWITCH: round(self.cp_switch_ns),
+                GlobalReg.GRAPH_START: round(self.graph_start_ns),
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
 

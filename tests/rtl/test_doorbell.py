@@ -354,13 +354,15 @@ def test_channel_table_and_scheduler_registers():
         assert list(ctx.get(dut.tsg_mask))[0] == ALL & ~0b1100_1000
 
         values = {GlobalReg.TSG_TIMESLICE: 2_088_960, GlobalReg.TSG_SWITCH: 145_000,
-                  GlobalReg.TSG_PREEMPT: 17_000, GlobalReg.CTX_SAVE: 450, GlobalReg.CTX_LOAD: 451, GlobalReg.CH_TIMESLICE: 7,
-                  GlobalReg.LAUNCH_HOLD: 700}
+                  GlobalReg.TSG_PREEMPT: 17_000, GlobalReg.CTX_SAVE: 450,
+                  GlobalReg.CTX_LOAD: 451, GlobalReg.CH_TIMESLICE: 7, GlobalReg.LAUNCH_HOLD: 700,
+                  GlobalReg.CP_SWITCH: 427, GlobalReg.GRAPH_START: 3_100}
         ports = {GlobalReg.TSG_TIMESLICE: dut.timeslice, GlobalReg.TSG_SWITCH: dut.switch_time,
                  GlobalReg.TSG_PREEMPT: dut.preempt_time,
                  GlobalReg.CTX_SAVE: dut.ctx_save, GlobalReg.CTX_LOAD: dut.ctx_load,
                  GlobalReg.CH_TIMESLICE: dut.ch_timeslice,
-                 GlobalReg.LAUNCH_HOLD: dut.launch_hold}
+                 GlobalReg.LAUNCH_HOLD: dut.launch_hold, GlobalReg.CP_SWITCH: dut.cp_switch,
+                 GlobalReg.GRAPH_START: dut.graph_start}
         for r in values:
             assert ctx.get(ports[r]) == 0                  # reset: no cost, no slicing
         for r, v in values.items():

@@ -1,11 +1,12 @@
 """The graph walker inside FrontEnd: a node table in host memory, one GRAPH_LAUNCH."""
 
 from gpufe.rtl.config import SMALL
-from gpufe.rtl.layouts import Method, ChannelReg, ChannelState, ErrorCause, HOST_MEMORY_BASE
+from gpufe.rtl.layouts import (Method, ChannelReg, ChannelState, ErrorCause, GlobalReg,
+                               HOST_MEMORY_BASE)
 from gpufe.sim.host.encode import (PushBuffer, launch_descriptor, encode_graph_node,
                                    syncpoint_address)
 from gpufe.sim.testbench.frontend import FrontEndBench
-from tests.helpers import mmio_channel
+from tests.helpers import mmio_channel, mmio_global
 
 
 def put_graph(b, deps, block_ns=100):
@@ -58,6 +59,37 @@ def test_chain_runs_in_order_and_releases_after_the_last_node():
     assert any(tag == walker_tag for _, _, _, tag in b.log.dma_reads[:reads])
     assert not any(tag == walker_tag for _, _, _, tag in b.log.dma_reads[reads:])
     assert b.peek(b.dut.syncpoint.counter_data[0]) == 2
+
+
+def _graph_dispatches(nodes, graph_start):
+    """For two launches of a chain of ``nodes`` with GRAPH_START = ``graph_start``: the
+    cycles of each launch's node dispatches, from its submission."""
+    b = FrontEndBench(SMALL)
+    b.mmio_write(mmio_global(GlobalReg.GRAPH_START), graph_start)
+    b.setup_channel(0)
+    table = put_graph(b, [set()] + [{i} for i in range(nodes - 1)])
+    out = []
+    for _ in range(2):
+        b.run_until_idle()
+        t0 = b.cycle
+        b.submit(0, graph_launch(PushBuffer(), table, nodes))
+        b.run_until_idle()
+        out.append([t - t0 for t, _, r in b.log.dispatches if r["graph"]][-nodes:])
+    return out
+
+
+def test_a_launch_waits_graph_start_ns_before_its_first_node_whatever_its_size():
+    for nodes in (1, 4):
+        (load0, cached0), (load1, cached1) = (_graph_dispatches(nodes, 0),
+                                              _graph_dispatches(nodes, 300))
+        # a launch whose table is loaded waits the set-up, counted from the cycle the walker
+        # takes the launch (its own four cycles to the first offer run under it); the first
+        # launch's table load runs under it too
+        assert cached1[0] - cached0[0] == 300 - 4
+        assert 0 < load1[0] - load0[0] < 300
+        # the other nodes follow as before
+        for base, held in ((load0, load1), (cached0, cached1)):
+            assert [t - held[0] for t in held] == [t - base[0] for t in base]
 
 
 def test_fork_join_runs_branches_together_and_joins_after_both():
