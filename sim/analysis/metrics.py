@@ -91,6 +91,11 @@ BLOCKED_NS = 50_000
 MIN_SAMPLES = 5
 
 
+def _same_process(a, b):
+    """Whether two records' processes match (a record without one matches any)."""
+    return a is None or b is None or a == b
+
+
 def metrics(records):
     """The metrics of a timeline (a list of records in any order): {name: value}, in the
     order of :data:`METRICS`. The records are taken in timeline order (time, marks first),
@@ -147,7 +152,8 @@ class TimelineDigest:
             self._meta(r)
         elif kind in ("kernel", "memcpy", "runtime"):
             start = r["start"]
-            if self._marked and not self._inside(start):
+            pid = r.get("pid")
+            if self._marked and not self._inside(start, pid):
                 return
             f = self._figures
             if kind == "runtime":
@@ -160,6 +166,8 @@ class TimelineDigest:
             for w in self._windows:
                 if w[1] is not None and w[1] < start:
                     continue           # closed before (a window of another process)
+                if not _same_process(w[4], pid):
+                    continue
                 if w[2] is None:
                     w[2] = start
                 if w[3] is None or r["end"] > w[3]:
@@ -187,11 +195,13 @@ class TimelineDigest:
         elif what == "footer":
             self._footer_t = r["t"]
 
-    def _inside(self, start):
-        """Whether a record starting at ``start`` is inside a repetition. The windows kept are
-        the open ones and the closed ones whose end is not before ``start`` (a record at a
-        repetition's end mark is inside it); an end closes the oldest open window of its
-        process, so with one process the closed ones come first, in order of end (with
+    def _inside(self, start, pid=None):
+        """Whether a record of process ``pid`` starting at ``start`` is inside one of that
+        process's repetitions (another process's repetition does not take it: its copies
+        after its own end mark are outside, whatever the others do meanwhile). The windows
+        kept are the open ones and the closed ones whose end is not before ``start`` (a
+        record at a repetition's end mark is inside it); an end closes the oldest open window
+        of its process, so with one process the closed ones come first, in order of end (with
         several, a closed one may follow an open one of another process)."""
         ws = self._windows
         while ws and ws[0][1] is not None and ws[0][1] < start:
@@ -200,7 +210,7 @@ class TimelineDigest:
             for w in [w for w in ws if w[1] is not None and w[1] < start]:
                 ws.remove(w)
                 self._close(w)
-        return bool(ws)
+        return any(_same_process(w[4], pid) for w in ws)
 
     def _close(self, w):
         if w[2] is not None:

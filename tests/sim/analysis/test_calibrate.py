@@ -12,7 +12,6 @@ from gpufe.sim.params import load, _HERE
 def test_shipped_parameters_come_from_the_direct_fit():
     p = load("h200")
     fit = direct_fit()
-    fit.pop("graph_launch_per_node_profiled_ns")
     for name, value in fit.items():
         assert getattr(p, name) == pytest.approx(round(value, 1)), name
 

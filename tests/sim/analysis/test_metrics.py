@@ -137,6 +137,24 @@ def test_repetitions_count_what_starts_inside_them_ends_included():
     assert m["max_concurrent"] == 1
 
 
+def test_a_process_repetition_takes_only_that_process_records():
+    mark = lambda what, t, pid: {"kind": "meta", "what": what, "t": t, "pid": pid}
+    of = lambda rec, pid: dict(rec, pid=pid)
+    recs = [mark("rep_begin", 100, "p0"), mark("rep_begin", 100, "p1"),
+            of(kernel(1, 7, 200, 300, channel=1), "p0"),
+            of(kernel(2, 7, 300, 400, channel=1), "p1"),
+            mark("rep_end", 400, "p0"),
+            # p0's copy after its own end, while p1's repetition is still open: outside
+            of({"kind": "memcpy", "copy_kind": 2, "bytes": 64, "corr": 3, "stream": 7,
+                "channel": 12, "start": 500, "end": 600}, "p0"),
+            of(kernel(4, 7, 700, 800, channel=1), "p1"),
+            mark("rep_end", 900, "p1")]
+    m = metrics(recs)
+    assert m["kernels"] == 3
+    assert m["channels_used"] == 2                      # (p0, 1) and (p1, 1): no copy
+    assert m["gpu_span_us"] == 0.3                      # p0 200..300 (0.1), p1 300..800 (0.5)
+
+
 def test_sync_return_waits_for_kernels_that_start_after_the_call():
     """A synchronize call's figure is the latest kernel end before it returns, though that
     kernel starts after the call (it is fed later)."""
