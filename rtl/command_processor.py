@@ -7,7 +7,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .arbiter import PriorityRoundRobin
-from .bits import BitVector
+from .bits import BitVector, lowest_set
 from .config import FrontEndConfig
 from .fetcher import fault_layout
 from .layouts import (SecOp, MethodHeader, Method, Subchannel, SemOp, SemExecute, Reduction,
@@ -293,16 +293,14 @@ class CommandProcessor(wiring.Component):
         # where an idle CP goes ahead: a PBDMA whose channel's methods are being fetched and
         # would be decodable when they arrive, other than the one whose context it holds
         ahead = Signal(r)
-        ahead_slot = Signal(cfg.pbdma_bits)
         for i in range(r):
             c = self.pbdma_channel[i]
             m.d.comb += ahead[i].eq(self.running[i] & self.expecting[i]
                                     & ~(loaded & (slot == i))
                                     & ~of(self.parked, c) & ~of(blocked, c)
                                     & ~of(self.release_stall, c) & ~of(err, c))
-        for i in reversed(range(r)):
-            with m.If(ahead[i]):
-                m.d.comb += ahead_slot.eq(i)
+        ahead_slot = Signal(cfg.pbdma_bits)
+        m.d.comb += ahead_slot.eq(lowest_set(ahead, cfg.pbdma_bits))
         # ... unless the channel it holds is itself waiting for its methods (no ping-pong)
         go_ahead = Signal()
         m.d.comb += go_ahead.eq(ahead.any() & ~(loaded & self.running.bit_select(slot, 1)
