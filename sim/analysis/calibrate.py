@@ -21,14 +21,16 @@ both (``sim/params/h200.json`` and ``h200_residuals.json``).
 
 import json
 import math
+import re
 import statistics
 
 from gpufe.sim.analysis.metrics import metrics
 from gpufe.sim.host.workload import parse_workload
-from gpufe.sim.params import load
+from gpufe.sim.params import load, BASE
 from gpufe.sim.analysis.scenarios import scenario_paths, workload_from_header, HERE
 from gpufe.sim.analysis.traces import read_fe_trace
-from gpufe.sim.analysis.validate import run_scenario, measured_metrics, all_metrics
+from gpufe.sim.analysis.validate import (run_scenario, measured_metrics, all_metrics,
+                                         recorded_host_scale)
 from gpufe.sim.run import simulate
 
 #: probe traces (``reference/h200/probes/<probe>/<trace>``, not validation scenarios: the
@@ -75,6 +77,33 @@ def _api_median_ns(records, prefix):
     return statistics.median(durs)
 
 
+#: the chain's own code between two launch calls (profiled) is 0.27-0.33 us on the
+#: reference machine's fast vCPUs and 0.47-0.62 us on its slow ones (probe ``run_to_run``)
+FAST_VCPU_CALL_GAP_NS = 450
+
+
+def _launch_gap_median_ns(records):
+    """Median time from a cudaLaunchKernel's return to the next one's call."""
+    calls = sorted((r for r in records if r["kind"] == "runtime"
+                    and r["name"].startswith("cudaLaunchKernel")), key=lambda r: r["start"])
+    return statistics.median(b["start"] - a["end"] for a, b in zip(calls, calls[1:]))
+
+
+def fast_vcpu_scale():
+    """The launch call's time on the reference machine's fast vCPUs over its time on the slow
+    ones: medians over the ``run_to_run`` probe's runs of ``chain_stream`` (28 runs, some
+    pinned to one vCPU), each run classed by the loop's own time between calls."""
+    fast, slow = [], []
+    probe = HERE / "h200" / "probes" / "run_to_run"
+    for path in sorted(probe.glob("chain_stream_*.jsonl.gz")):
+        if not re.fullmatch(r"chain_stream_(core\d+_)?r\d+\.jsonl\.gz", path.name):
+            continue                        # the 1 us kernels' runs: another program
+        records = read_fe_trace(path)
+        launch = _api_median_ns(records, "cudaLaunchKernel")
+        (fast if _launch_gap_median_ns(records) < FAST_VCPU_CALL_GAP_NS else slow).append(launch)
+    return statistics.median(fast) / statistics.median(slow)
+
+
 def _issue_median_ns(records):
     """Median time from a repetition's start to its work issued (the ``issued`` marker): the
     API time of an unprofiled trace, which has no runtime records."""
@@ -106,6 +135,11 @@ def _nodes(records):
     return int(records[0]["params"]["n"])
 
 
+def rounded(name, value):
+    """A fitted value as the parameter file keeps it: times to 0.1 ns, ratios to 0.001."""
+    return round(value, 1) if name.endswith("_ns") else round(value, 3)
+
+
 def direct_fit():
     """Parameters read straight off the traces (ns)."""
     out = {}
@@ -125,7 +159,15 @@ def direct_fit():
     out["stream_wait_event_cpu_ns"] = _api_median_ns(_trace("xstream_t0"),
                                                      "cudaStreamWaitEvent")
     out["memcpy_cpu_ns"] = _api_median_ns(_trace("copy_busy0"), "cudaMemcpyAsync")
-    out["query_cpu_ns"] = _api_median_ns(_trace("sync_h2"), "cudaEventQuery")
+    # the reference machine's fast vCPUs against its slow ones, from the probe's runs of the
+    # same chain; sync_h2 ran on a fast one: its query time at the calibration host's speed
+    out["host_fast_cpu_scale"] = fast_vcpu_scale()
+    host = load(BASE).with_overrides(**out).with_overrides(launch_cpu_ns=loop_off,
+                                                            cupti_launch_ns=api_prof - loop_off)
+    sync = _trace("sync_h2")
+    out["query_cpu_ns"] = (_api_median_ns(sync, "cudaEventQuery")
+                           / recorded_host_scale(host, _api_median_ns(sync, "cudaLaunchKernel")
+                                                 / 1e3))
     # graph launch API time against nodes (profiled), instantiate time against nodes, up to
     # 1000 nodes (the 10000-node graph costs less per node: left to validation)
     graphs = [_trace(g) for g in ("graph_nodes1", "graph_nodes10", "graph_nodes100",
@@ -242,8 +284,8 @@ def calibrate(base="h200", backend="compiled", log=print):
     params = load(base)
     direct = direct_fit()
     params = params.with_overrides(sync_return_ns=100.0,
-                                   **{k: round(v, 1) for k, v in direct.items()})
-    log("direct: " + ", ".join(f"{k}={v:.1f}" for k, v in direct.items()))
+                                   **{k: rounded(k, v) for k, v in direct.items()})
+    log("direct: " + ", ".join(f"{k}={rounded(k, v)}" for k, v in direct.items()))
     residuals = []
     for name, scenario, metric, (x0, x1) in SIMULATED:
         series = scenario if isinstance(scenario, tuple) else None

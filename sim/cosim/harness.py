@@ -47,7 +47,7 @@ class CoSim:
                  profiler="off"):
         if profiler not in PROFILERS:
             raise ValueError(f"profiler {profiler!r}: one of {', '.join(PROFILERS)}")
-        self.p = params
+        self.p = params.on_host()          # the driver's CPU times at this host's speed
         self.profiler = profiler
         self.max_connections = max_connections or params.max_connections
         self.cfg = params.frontend_config()

@@ -32,6 +32,13 @@ def _ns(doc, lo=0, note=""):
     return _p(doc, "ns", lo, 1e9, note)
 
 
+def _cpu(doc, lo=0, note=""):
+    """A CPU time of the driver or the profiler: it runs as fast as the host does, so a run
+    multiplies it by ``host_cpu_scale`` (:meth:`Params.on_host`)."""
+    f = _ns(doc, lo, note)
+    return field(metadata={**f.metadata, "host_cpu": True})
+
+
 def _rate(doc):
     return _p(doc, "bytes/ns (GB/s)", 0.001, 1e6)
 
@@ -77,31 +84,41 @@ class Params:
                                 "confirmed behind the prefetch reads)")
     host_write_visible_ns: float = _ns("DMA write issued -> visible to CPU polling")
     # -- CPU: the runtime API (time of each call when it does not block) --
-    launch_cpu_ns: float = _ns("cudaLaunchKernel")
-    launch_encode_ns: float = _ns("launch call start -> commands in the push buffer (CUPTI "
-                                  "queued)")
+    launch_cpu_ns: float = _cpu("cudaLaunchKernel")
+    launch_encode_ns: float = _cpu("launch call start -> commands in the push buffer (CUPTI "
+                                   "queued)")
     kickoff_ns: float = _ns("commands queued -> GPFIFO entry and doorbell written (CUPTI "
-                            "submitted)")
+                            "submitted); bound by the writes to the GPU, not by the CPU's "
+                            "speed (the same on the reference's fast and slow vCPUs)")
     kickoff_batch: int = _p("API calls whose commands the UMD gathers into one GPFIFO entry "
                             "and doorbell (synchronizing calls flush at once)", "calls", 1, 1024)
-    memcpy_cpu_ns: float = _ns("cudaMemcpyAsync")
-    event_record_cpu_ns: float = _ns("cudaEventRecord, DisableTiming event")
-    event_record_timing_cpu_ns: float = _ns("cudaEventRecord, timing event")
-    stream_wait_event_cpu_ns: float = _ns("cudaStreamWaitEvent")
-    stream_create_cpu_ns: float = _ns("cudaStreamCreate")
-    event_create_cpu_ns: float = _ns("cudaEventCreate")
-    sync_call_ns: float = _ns("synchronize call overhead before it starts waiting")
-    sync_kickoff_ns: float = _ns("a synchronize call's own kickoff (its fence)")
-    sync_return_ns: float = _ns("semaphore seen in host memory -> synchronize returns")
-    query_cpu_ns: float = _ns("one cudaEventQuery", lo=1,
+    memcpy_cpu_ns: float = _cpu("cudaMemcpyAsync")
+    event_record_cpu_ns: float = _cpu("cudaEventRecord, DisableTiming event")
+    event_record_timing_cpu_ns: float = _cpu("cudaEventRecord, timing event")
+    stream_wait_event_cpu_ns: float = _cpu("cudaStreamWaitEvent")
+    stream_create_cpu_ns: float = _cpu("cudaStreamCreate")
+    event_create_cpu_ns: float = _cpu("cudaEventCreate")
+    sync_call_ns: float = _cpu("synchronize call overhead before it starts waiting")
+    sync_kickoff_ns: float = _ns("a synchronize call's own kickoff (its fence; bound by the "
+                                 "writes to the GPU, as kickoff_ns)")
+    sync_return_ns: float = _cpu("semaphore seen in host memory -> synchronize returns")
+    query_cpu_ns: float = _cpu("one cudaEventQuery", lo=1,
                               note="(event_query spins: each query must take time)")
-    begin_capture_cpu_ns: float = _ns("cudaStreamBeginCapture")
-    capture_call_cpu_ns: float = _ns("a launch, copy or event call while capturing")
-    end_capture_cpu_ns: float = _ns("cudaStreamEndCapture")
-    instantiate_cpu_ns: float = _ns("cudaGraphInstantiate, fixed part")
-    instantiate_per_node_ns: float = _ns("cudaGraphInstantiate, per node")
-    graph_launch_cpu_ns: float = _ns("cudaGraphLaunch, fixed part")
-    graph_launch_per_node_ns: float = _ns("cudaGraphLaunch, per node")
+    begin_capture_cpu_ns: float = _cpu("cudaStreamBeginCapture")
+    capture_call_cpu_ns: float = _cpu("a launch, copy or event call while capturing")
+    end_capture_cpu_ns: float = _cpu("cudaStreamEndCapture")
+    instantiate_cpu_ns: float = _cpu("cudaGraphInstantiate, fixed part")
+    instantiate_per_node_ns: float = _cpu("cudaGraphInstantiate, per node")
+    graph_launch_cpu_ns: float = _cpu("cudaGraphLaunch, fixed part")
+    graph_launch_per_node_ns: float = _cpu("cudaGraphLaunch, per node")
+    host_cpu_scale: float = _p("the host CPU's time for the driver's and the profiler's work "
+                               "relative to the host this set was calibrated on: every CPU "
+                               "time of this group and CUPTI's are multiplied by it", "x",
+                               0.05, 20)
+    host_fast_cpu_scale: float = _p("host_cpu_scale of the reference machine's fast vCPUs (its "
+                                    "guest's vCPUs run at two speeds; the set is calibrated on "
+                                    "a slow one): traces recorded on a fast one are validated "
+                                    "with it", "x", 0.05, 20)
     acquire_retry_ns: float = _ns("syncpoint change -> parked acquires re-checked (a channel "
                                   "that failed an acquire retries after this)")
     acquire_poll_ns: float = _ns("re-checking one channel parked on an acquire and on no "
@@ -109,9 +126,9 @@ class Params:
                                  "a syncpoint change, such channels are polled one at a time, "
                                  "round robin")
     # -- the profiler (--profiler cupti: CUPTI activity tracing, as the traces were taken) --
-    cupti_launch_ns: float = _ns("CUPTI: CPU time added inside every cudaLaunchKernel")
-    cupti_call_gap_ns: float = _ns("CUPTI: CPU time added after every API call")
-    cupti_graph_node_ns: float = _ns("CUPTI: cudaGraphLaunch CPU time added per node (its "
+    cupti_launch_ns: float = _cpu("CUPTI: CPU time added inside every cudaLaunchKernel")
+    cupti_call_gap_ns: float = _cpu("CUPTI: CPU time added after every API call")
+    cupti_graph_node_ns: float = _cpu("CUPTI: cudaGraphLaunch CPU time added per node (its "
                                      "per-node records)")
     cupti_kernel_ns: float = _ns("CUPTI: added to every kernel's duration (its timestamps)")
     cupti_graph_kernel_ns: float = _ns("CUPTI: added to every graph kernel's duration")
@@ -197,6 +214,14 @@ class Params:
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
 
+    def on_host(self):
+        """The set as a run uses it: the driver's and the profiler's CPU times (the fields
+        made with ``_cpu``) multiplied by ``host_cpu_scale``; the set itself when that is 1."""
+        if self.host_cpu_scale == 1:
+            return self
+        return replace(self, **{name: getattr(self, name) * self.host_cpu_scale
+                                for name in HOST_CPU})
+
     def describe(self):
         return {f.name: f.metadata["doc"] for f in fields(self)}
 
@@ -206,6 +231,8 @@ class Params:
 
 #: parameter name -> its dataclass field (type and metadata: doc, unit, range, note)
 FIELDS = {f.name: f for f in fields(Params)}
+#: the CPU times that follow the host's speed (``host_cpu_scale``)
+HOST_CPU = tuple(f.name for f in fields(Params) if f.metadata.get("host_cpu"))
 #: the groups of parameters, in order: (title, first parameter of the group)
 GROUPS = (("the set", "name"), ("device", "device"), ("copy engines", "copy_latency_ns"),
           ("PCIe and host memory", "mmio_write_ns"),

@@ -110,3 +110,22 @@ def test_a_bad_setting_says_what_is_wrong(setting, message):
         apply_settings(load(BASE), ["sms=100", setting])
     assert str(e.value).startswith(message)
     assert "\n" not in str(e.value)
+
+
+def test_host_cpu_scale_scales_the_cpu_times_and_nothing_on_the_gpu():
+    """The driver's and CUPTI's CPU times follow the host's speed; the GPU's latencies and the
+    doorbell's kickoff (bound by the writes to the GPU) do not; a scale of 1 is the set
+    itself."""
+    from gpufe.sim.params import HOST_CPU
+    p = load(BASE)
+    assert p.on_host() is p
+    half = p.with_overrides(host_cpu_scale=0.5).on_host()
+    assert {"launch_cpu_ns", "launch_encode_ns", "cupti_launch_ns", "event_record_cpu_ns",
+            "graph_launch_per_node_ns"} <= set(HOST_CPU)
+    assert not {"kickoff_ns", "sync_kickoff_ns", "launch_latency_ns", "mmio_write_ns",
+                "cupti_kernel_ns"} & set(HOST_CPU)
+    for name in FIELDS:
+        want = getattr(p, name) * 0.5 if name in HOST_CPU else getattr(p, name)
+        if name == "host_cpu_scale":
+            want = 0.5
+        assert getattr(half, name) == want, name

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gpufe.sim.analysis.calibrate import SIMULATED, _secant, direct_fit
+from gpufe.sim.analysis.calibrate import SIMULATED, _secant, direct_fit, rounded
 from gpufe.sim.params import load, _HERE
 
 
@@ -13,7 +13,7 @@ def test_shipped_parameters_come_from_the_direct_fit():
     p = load("h200")
     fit = direct_fit()
     for name, value in fit.items():
-        assert getattr(p, name) == pytest.approx(round(value, 1)), name
+        assert getattr(p, name) == pytest.approx(rounded(name, value)), name
 
 
 def test_residuals_are_shipped_beside_the_parameters():
