@@ -176,7 +176,8 @@ class SyncpointUnit(wiring.Component):
         Channels with a timestamp release on its way: one without WFI not fired yet, or the
         one being written or in its round trip.
     tsg_in_flight : Out(cfg.tsgs)
-        TSGs with work dispatched and not completed.
+        TSGs with work dispatched and not completed (a dispatch counts from the cycle it is
+        offered).
     all_complete : Out(1)
         No work in flight on any channel.
     quiescent : Out(1)
@@ -281,7 +282,9 @@ class SyncpointUnit(wiring.Component):
             dec = sum(port.valid & (self.lookup_tsg[i] == g)
                       for i, port in enumerate(sources) if i)
             m.d.sync += tsg_count[g].eq(tsg_count[g] + inc - dec)
-            m.d.comb += self.tsg_in_flight[g].eq(tsg_count[g] != 0)
+            # a dispatch counts from its own cycle: the channel's methods are gone from `busy`
+            # then, and the runlist must not see the TSG idle for that cycle
+            m.d.comb += self.tsg_in_flight[g].eq((tsg_count[g] != 0) | inc)
 
         # -- the release pool --
         rel = [Signal(release_layout(cfg), name=f"rel{j}") for j in range(k)]

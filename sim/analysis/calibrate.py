@@ -213,7 +213,10 @@ SIMULATED = [
     ("stamp_fetch_ns", "chain_stream_gate", "median_gap_us", (400.0, 900.0)),
     ("kickoff_ns", "chain_stream", "queued_to_submitted_us", (2000.0, 3500.0)),
     ("timestamp_hold_ns", "events_t1_g50000000", "median_gap_us", (500.0, 2000.0)),
-    ("sync_kickoff_ns", "sync_h0", "sync_return_us", (200.0, 1500.0)),
+    # a host wait ends ~2.4 us after its kernel, on the stream (sync_h0: the kernel's release
+    # reaches the stream's tracking semaphore) or on an event (sync_h1: the event's release
+    # behind it): the semaphore's way back to the CPU, one value for both
+    ("host_write_visible_ns", ("sync_h0", "sync_h1"), "sync_return_us", (250.0, 2000.0)),
     # a graph launch's set-up on the device (its first kernel starts ~3.5 us after the call
     # returns, profiled or not, whatever the size up to 1,000 nodes): the wall time of a
     # short graph, unprofiled

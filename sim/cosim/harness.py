@@ -65,7 +65,9 @@ class CoSim:
         # the link's latencies in ps, once (they are looked up at every transfer)
         self._dma_write_ps = ps(params.dma_write_ns)
         self._dma_read_ps = ps(params.dma_read_latency_ns)
-        self._visible_ps = ps(params.host_write_visible_ns)
+        # whole cycles: the front end writes at its clock's edges, and a write seen between
+        # two would make a run that clocks every cycle see it later than one that jumps
+        self._visible_ps = -(-ps(params.host_write_visible_ns) // self.cycle_ps) * self.cycle_ps
         self._dma_step_ps = max(self.cycle_ps, ps(4 / params.dma_read_bytes_per_ns))
         # GP_GET updates need no stop of their own: the driver sees one `_visible_ps` later
         self.backend.log_retired(self._visible_ps)
@@ -75,6 +77,7 @@ class CoSim:
         self.descriptors = BlockPool(self.mem, DESCRIPTOR_ALIGN, DESCRIPTOR_ALIGN)
         self.reader = DescriptorReader(self.mem, self.descriptors)
         self.retire_hooks = {}            # channel -> callback(GP_GET, t_ps) as it moves on
+        self._tracking = {}               # syncpoint -> its tracking semaphore in host memory
         # told of every kernel and copy dispatched and ended, or None
         self.activity = None
         # CPU threads: [generator, (predicate, why) it waits for or None, done]
@@ -178,6 +181,14 @@ class CoSim:
         self.next_syncpoint += 1
         return sp
 
+    def track_syncpoint(self, syncpoint):
+        """Host memory that a kernel's release of ``syncpoint`` also reaches (its tracking
+        semaphore: written as the kernel completes, seen ``host_write_visible_ns`` later);
+        its address. Apart from the driver's own allocations, so that they do not move."""
+        address = self.mem.alloc(8, align=8, lazy=True)
+        self._tracking[syncpoint] = address
+        return address
+
     def device_quiet(self):
         """Nothing outside the CPU thread is due and the RTL was quiet at its last cycle: idle
         and taking no input (``idle`` is settled before the edge, so a cycle that took an
@@ -192,6 +203,10 @@ class CoSim:
         self.mem.write64(address, data, wide)
         self.poke_cpu()
 
+    def _host_write_dword(self, address, data):
+        self.mem.write_dwords(address, [data])
+        self.poke_cpu()
+
     # -- engines ---------------------------------------------------------------------------------
 
     def _completion(self, port, key, release=None):
@@ -203,6 +218,12 @@ class CoSim:
 
     def _kernel_done(self, kernel):
         self._completion("compute_done", kernel.key, kernel.release)
+        if kernel.release is not None and kernel.release[0] in self._tracking:
+            # written as the completion reaches the front end (its next cycle), as the
+            # front end's own writes are
+            self.ev.at(self._cycle_of(self.ev.now) * self.cycle_ps + self._visible_ps,
+                       self._host_write_dword, self._tracking[kernel.release[0]],
+                       kernel.release[1])
         if self.activity is not None:
             self.activity.done(kernel)
 

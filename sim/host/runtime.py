@@ -29,7 +29,7 @@ from gpufe.sim.host.profiler import Profiler
 from gpufe.sim.host.records import (Timeline, SYNC_EVENT, SYNC_STREAM, SYNC_DEVICE,
                                     CHANNEL_COMPUTE, CHANNEL_COPY)
 from gpufe.sim.host.streams import (Stream, acquire, order_after_stream, stream_frontier,
-                                    release_on_completion, release_stream, host_fence)
+                                    release_on_completion, release_stream, host_fence, host_wait)
 from gpufe.sim.host.umd import Umd
 
 STREAM_ID_BASE = 13          # CUDA's first user stream id, as in the reference traces
@@ -165,6 +165,7 @@ class Runtime:
         ch = self.umd.stream_channel(idx)
         s = Stream(name, STREAM_ID_BASE + idx, priority, ch, syncpoint=self.sim.take_syncpoint(),
                    host_sem=self.sim.mem.alloc(16, align=16))
+        s.tracking = self.sim.track_syncpoint(s.syncpoint)
         self.streams[name] = s
         self.umd.add_stream_priority(ch, priority)
         yield ("cpu", self.p.stream_create_cpu_ns)
@@ -304,12 +305,13 @@ class Runtime:
         start, corr = self.now(), self.timeline.correlation_id()
         yield ("cpu", self.p.sync_call_ns)
         sync_start = self.now()
-        pb = host_fence(self.cfg, s)
-        if pb is not None:
-            self.umd.queue(s.channel, pb)
-            yield from self.umd.flush_all(self.p.sync_kickoff_ns)
-            yield from self._wait_host(s.host_sem, s.host_value,
-                                       f"stream_synchronize({stream!r})")
+        wait = host_wait(self.cfg, s)
+        if wait is not None:
+            address, value, fence = wait
+            if fence is not None:
+                self.umd.queue(s.channel, fence)
+                yield from self.umd.flush_all()
+            yield from self._wait_host(address, value, f"stream_synchronize({stream!r})")
             yield ("cpu", self.p.sync_return_ns)
         self.timeline.sync(SYNC_STREAM, corr, sync_start, self.now(), stream=s.id)
         self._record("stream_synchronize", start, corr)
@@ -353,11 +355,13 @@ class Runtime:
         sync_start = self.now()
         waits = []
         for s in self.streams.values():
-            pb = host_fence(self.cfg, s)
-            if pb is not None:
-                self.umd.queue(s.channel, pb)
-                waits.append((s.host_sem, s.host_value))
-        yield from self.umd.flush_all(self.p.sync_kickoff_ns)
+            wait = host_wait(self.cfg, s)
+            if wait is not None:
+                address, value, fence = wait
+                if fence is not None:
+                    self.umd.queue(s.channel, fence)
+                waits.append((address, value))
+        yield from self.umd.flush_all()
         if waits:
             yield ("wait", lambda: all(self.sim.mem.read_dword(a) >= v for a, v in waits),
                    "device_synchronize()")

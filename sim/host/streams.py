@@ -10,8 +10,11 @@
   number of events). ``stream_wait_event`` acquires every syncpoint of that frontier on the
   waiting stream's channel, and the stream's next work on another channel (a copy channel)
   acquires them again, since channel order does not reach there.
-- A host wait pushes a release of the stream's host semaphore behind the stream's work, and
-  polls the semaphore.
+- Every piece of a stream's work also reaches the stream's tracking semaphore in host memory
+  (a kernel's as a QMD's second release, a copy's or graph launch's as a release behind its
+  syncpoint's): a host wait polls it. One whose stream has waited for an event since its
+  latest work pushes a release of the stream's host semaphore behind the stream (a fence),
+  and polls that.
 """
 
 from dataclasses import dataclass, field
@@ -32,6 +35,10 @@ class Stream:
     capture: object = None          # the capture (graphs.Capture) it takes part in, if any
     host_sem: int = 0
     host_value: int = 0
+    # host memory its work's releases also reach (the stream's tracking semaphore, which a
+    # host wait polls; a kernel's as a QMD's second release); tracked: it has work
+    tracking: int = 0
+    tracked: bool = False
     # syncpoint -> value acquired by stream_wait_event since the stream's latest work, on its
     # compute channel: later work on that channel is behind them in channel order, work on
     # a copy channel acquires them again; the stream's next release stands for them
@@ -68,15 +75,30 @@ def release_on_completion(stream, ch):
     stream.work += 1
     stream.last_channel = ch
     stream.waits = {}
+    stream.tracked = True
     return (stream.syncpoint, stream.work)
 
 
 def release_stream(cfg, pb, stream, ch):
-    """The stream's syncpoint released behind the work just pushed (RELEASE_WFI)."""
+    """The stream's syncpoint released behind the work just pushed (RELEASE_WFI), then its
+    tracking semaphore in host memory."""
     stream.work += 1
     stream.last_channel = ch
     stream.waits = {}
+    stream.tracked = True
     pb.sem_release(syncpoint_address(cfg, stream.syncpoint), stream.work, wfi=True)
+    pb.sem_release(stream.tracking, stream.work, wfi=False)     # and its tracking semaphore
+
+
+def host_wait(cfg, stream):
+    """What a host wait for the stream polls, ``(address, value, fence)``: the tracking
+    semaphore when the stream has waited for nothing since its latest work (``fence`` None:
+    nothing to push), else its host semaphore behind a fence (:func:`host_fence`) to push
+    first; None when there is nothing to wait for."""
+    if stream.tracked and not stream.waits:
+        return stream.tracking, stream.work, None
+    pb = host_fence(cfg, stream)
+    return None if pb is None else (stream.host_sem, stream.host_value, pb)
 
 
 def host_fence(cfg, stream):
