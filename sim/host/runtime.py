@@ -29,7 +29,7 @@ from gpufe.sim.host.profiler import Profiler
 from gpufe.sim.host.records import (Timeline, SYNC_EVENT, SYNC_STREAM, SYNC_DEVICE,
                                     CHANNEL_COMPUTE, CHANNEL_COPY)
 from gpufe.sim.host.streams import (Stream, acquire, order_after_stream, stream_frontier,
-                                    release_on_completion, release_stream, host_fence, host_wait)
+                                    release_on_completion, release_stream, host_wait)
 from gpufe.sim.host.umd import Umd
 
 STREAM_ID_BASE = 13          # CUDA's first user stream id, as in the reference traces
