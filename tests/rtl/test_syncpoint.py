@@ -156,6 +156,24 @@ def test_work_in_flight_is_counted_per_tsg_through_the_channel_table():
     run(dut, tb)
 
 
+def test_a_dispatch_counts_for_its_tsg_in_its_own_cycle():
+    """The cycle a launch is dispatched its methods have left the channel's ``busy``: its TSG
+    must already be in flight then, or the runlist scheduler sees it idle for that cycle and
+    switches it out with its launch on the way (found in a two-process run)."""
+    dut = SyncpointUnit(CFG)
+
+    async def tb(ctx):
+        assert ctx.get(dut.tsg_in_flight) == 0
+        ctx.set(dut.dispatched.payload, 3)                                # TSG 1
+        ctx.set(dut.dispatched.valid, 1)
+        assert ctx.get(dut.tsg_in_flight) == 0b0010                       # before the edge
+        await ctx.tick()
+        ctx.set(dut.dispatched.valid, 0)
+        assert ctx.get(dut.tsg_in_flight) == 0b0010
+
+    run(dut, tb)
+
+
 def test_release_pool_holds_one_release_per_channel_and_refuses_when_full():
     assert CFG.release_slots == 4
     dut = SyncpointUnit(CFG)
