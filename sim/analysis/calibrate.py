@@ -162,8 +162,7 @@ def direct_fit():
     # the reference machine's fast vCPUs against its slow ones, from the probe's runs of the
     # same chain; sync_h2 ran on a fast one: its query time at the calibration host's speed
     out["host_fast_cpu_scale"] = fast_vcpu_scale()
-    host = load(BASE).with_overrides(**out).with_overrides(launch_cpu_ns=loop_off,
-                                                            cupti_launch_ns=api_prof - loop_off)
+    host = load(BASE).with_overrides(**out)
     sync = _trace("sync_h2")
     out["query_cpu_ns"] = (_api_median_ns(sync, "cudaEventQuery")
                            / recorded_host_scale(host, _api_median_ns(sync, "cudaLaunchKernel")

@@ -296,6 +296,18 @@ class Runtime:
             raise CaptureError(f"{api}: event {e.name!r} was last recorded in a capture that "
                                f"has ended (cudaErrorCapturedEvent)")
 
+    def _host_wait(self, s):
+        """``(address, value)`` a host wait for stream ``s`` polls, its fence queued on the
+        stream's channel first if it needs one (:func:`host_wait`); None: nothing to wait
+        for."""
+        wait = host_wait(self.cfg, s)
+        if wait is None:
+            return None
+        address, value, fence = wait
+        if fence is not None:
+            self.umd.queue(s.channel, fence)
+        return address, value
+
     def _wait_host(self, address, value, why):
         yield ("wait", lambda: self.sim.mem.read_dword(address) >= value, why)
 
@@ -305,13 +317,10 @@ class Runtime:
         start, corr = self.now(), self.timeline.correlation_id()
         yield ("cpu", self.p.sync_call_ns)
         sync_start = self.now()
-        wait = host_wait(self.cfg, s)
+        wait = self._host_wait(s)
         if wait is not None:
-            address, value, fence = wait
-            if fence is not None:
-                self.umd.queue(s.channel, fence)
-                yield from self.umd.flush_all()
-            yield from self._wait_host(address, value, f"stream_synchronize({stream!r})")
+            yield from self.umd.flush_all()
+            yield from self._wait_host(*wait, f"stream_synchronize({stream!r})")
             yield ("cpu", self.p.sync_return_ns)
         self.timeline.sync(SYNC_STREAM, corr, sync_start, self.now(), stream=s.id)
         self._record("stream_synchronize", start, corr)
@@ -355,12 +364,9 @@ class Runtime:
         sync_start = self.now()
         waits = []
         for s in self.streams.values():
-            wait = host_wait(self.cfg, s)
+            wait = self._host_wait(s)
             if wait is not None:
-                address, value, fence = wait
-                if fence is not None:
-                    self.umd.queue(s.channel, fence)
-                waits.append((address, value))
+                waits.append(wait)
         yield from self.umd.flush_all()
         if waits:
             yield ("wait", lambda: all(self.sim.mem.read_dword(a) >= v for a, v in waits),

@@ -36,9 +36,8 @@ class Stream:
     host_sem: int = 0
     host_value: int = 0
     # host memory its work's releases also reach (the stream's tracking semaphore, which a
-    # host wait polls; a kernel's as a QMD's second release); tracked: it has work
+    # host wait polls; a kernel's as a QMD's second release)
     tracking: int = 0
-    tracked: bool = False
     # syncpoint -> value acquired by stream_wait_event since the stream's latest work, on its
     # compute channel: later work on that channel is behind them in channel order, work on
     # a copy channel acquires them again; the stream's next release stands for them
@@ -75,7 +74,6 @@ def release_on_completion(stream, ch):
     stream.work += 1
     stream.last_channel = ch
     stream.waits = {}
-    stream.tracked = True
     return (stream.syncpoint, stream.work)
 
 
@@ -85,7 +83,6 @@ def release_stream(cfg, pb, stream, ch):
     stream.work += 1
     stream.last_channel = ch
     stream.waits = {}
-    stream.tracked = True
     pb.sem_release(syncpoint_address(cfg, stream.syncpoint), stream.work, wfi=True)
     pb.sem_release(stream.tracking, stream.work, wfi=False)     # and its tracking semaphore
 
@@ -95,7 +92,7 @@ def host_wait(cfg, stream):
     semaphore when the stream has waited for nothing since its latest work (``fence`` None:
     nothing to push), else its host semaphore behind a fence (:func:`host_fence`) to push
     first; None when there is nothing to wait for."""
-    if stream.tracked and not stream.waits:
+    if stream.work and not stream.waits:
         return stream.tracking, stream.work, None
     pb = host_fence(cfg, stream)
     return None if pb is None else (stream.host_sem, stream.host_value, pb)
