@@ -54,6 +54,9 @@ class Timeline:
         self._channel_types = channel_types
         self._tracker = None        # a TimelineStream told of work dispatched and done
         self._corr = FIRST_CORRELATION_ID - 1
+        #: correlation id -> ns by which CUPTI's "submitted" precedes the kernel's dispatch
+        #: (``profiler.py``: its latency-timestamp slots)
+        self.submitted_lead = {}
 
     def stream_to(self, stream):
         """Hand records out through a ``TimelineStream`` instead of keeping them."""
@@ -97,7 +100,8 @@ class Timeline:
                    "block": [d["block_x"], d["block_y"], d["block_z"]],
                    "graph_id": ids[0], "graph_node": ids[1], "_kernel": job}
             if not graph:
-                rec["_dispatched"] = job.dispatched
+                rec["_dispatched"] = job.dispatched - self.submitted_lead.pop(
+                    d["correlation_id"], 0)
         else:
             rec = {"kind": "memcpy", "copy_kind": d["kind"], "bytes": d["length"],
                    "corr": d["correlation_id"], "stream": d["stream_id"], "channel": channel,

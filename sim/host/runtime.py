@@ -196,7 +196,7 @@ class Runtime:
         desc = self.umd.take_descriptor()     # the engine gives it back once it has read it
         pb = PushBuffer()
         order_after_stream(self.cfg, pb, s, ch)
-        self.profiler.stamp_submitted(pb)
+        self.profiler.stamp_submitted(pb, s.id, corr)
         pb.launch(desc)
         release = release_on_completion(s, ch)
         yield ("cpu", self.p.launch_encode_ns)

@@ -1,0 +1,50 @@
+"""What CUPTI adds to a run (sim/host/profiler.py), against the H200's own records."""
+
+import gzip
+import json
+import pathlib
+
+import pytest
+
+from gpufe.sim.run import simulate
+from tests.sim.workloads import streams, launch, workload, kernels
+
+PROBE = (pathlib.Path(__file__).parents[3] / "sim" / "analysis" / "reference" / "h200"
+         / "probes" / "multistream_state")
+# the probe's patterns: one kernel per letter, each waited for before the next launch
+PATTERNS = {"A60": "A" * 60, "B1A60": "B" + "A" * 60, "A30B1A30": "A" * 30 + "B" + "A" * 30,
+            "AB30": "AB" * 30, "A20B20A20": "A" * 20 + "B" * 20 + "A" * 20,
+            "ABCD15": "ABCD" * 15, "AB8A60": "AB" * 8 + "A" * 60}
+LONG_NS = 600        # between the H200's 0.48-0.58 us and 0.61-0.77 us
+
+
+def _longer_from(s2s):
+    """Index of the first launch from which submitted -> start stays long, or None."""
+    return next((i for i in range(len(s2s) - 2) if min(s2s[i:i + 3]) > LONG_NS), None)
+
+
+def _measured(name):
+    recs = [json.loads(line) for line in gzip.open(PROBE / f"{name}.jsonl.gz")]
+    ks = sorted((r for r in recs if r["kind"] == "kernel"), key=lambda r: r["submitted"])
+    return [k["start"] - k["submitted"] for k in ks]
+
+
+def _modelled(pattern, params):
+    prog = streams(*sorted(set(pattern)))
+    for s in pattern:
+        prog += [launch(s), {"op": "stream_synchronize", "stream": s}]
+    ks = kernels(simulate(workload(prog, max_connections=8), params,
+                          profiler="cupti").records)
+    return [k["start"] - k["submitted"] for k in ks]
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_submitted_to_start_lengthens_where_the_h200s_does(name, params):
+    measured, model = _measured(name), _modelled(PATTERNS[name], params)
+    assert len(model) == len(measured) == len(PATTERNS[name])
+    assert _longer_from(model) == _longer_from(measured)
+    # and by what the H200 shows: 0.64-0.74 us after, 0.54 before
+    after = _longer_from(measured)
+    if after is not None:
+        assert 640 <= sorted(model[after:])[len(model[after:]) // 2] <= 760
+    assert sorted(model[:after])[len(model[:after]) // 2] < LONG_NS
