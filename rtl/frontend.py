@@ -266,8 +266,8 @@ class FrontEnd(wiring.Component):
             fe.pending.eq(pb.fetch_pending), fe.gp_get.eq(pb.fetch_get),
             fe.gp_base.eq(pb.gp_base), fe.halt.eq(pb.fetch_halt), pb.in_flight.eq(fe.in_flight),
             fe.free.eq(ff.free), ff.want.eq(fe.want), ff.discard.eq(pb.discard),
-            # a timestamp's round trip is longer while its channel's entries wait beyond the
-            # full segment queue (its confirmation queues behind the prefetch they keep going)
+            # a timestamp's round trip is longer while its channel has more entries to fetch
+            # than its segment queue has room for (its confirmation queues behind the prefetch)
             sp.pbdma_channel.eq(pb.channel), sp.fetch_behind.eq(pb.fetch_behind),
             # parked channels on no PBDMA are polled, not re-checked at once
             sp.resident.eq(pb.resident),
@@ -306,9 +306,9 @@ class FrontEnd(wiring.Component):
             db.scheduler_status.eq(rl.active | (rl.state.as_value() << 31)),
             pb.served.eq(rl.served), pb.pending.eq(db.pending), pb.replay.eq(cp.replay),
             pb.parked.eq(sp.parked), pb.error.eq(cp.error_mask),
-            # (a channel held by a timestamp's round trip keeps its PBDMA unless another is
-            # ready: on the H200 a stamp costs two streams what it costs one)
-            pb.stuck.eq(sp.parked | cp.blocked), pb.held.eq(sp.release_stall),
+            # (a channel held by a timestamp's round trip keeps its PBDMA: the round trips of
+            # many channels follow one another while the context port loads the next)
+            pb.stuck.eq(sp.parked | cp.blocked),
             pb.ctx_save.eq(db.ctx_save), pb.ctx_load.eq(db.ctx_load),
             pb.ch_timeslice.eq(db.ch_timeslice), pb.now.eq(self.now),
             cp.launch_hold.eq(db.launch_hold), cp.ch_timeslice.eq(db.ch_timeslice),

@@ -44,10 +44,9 @@ class PbdmaUnits(wiring.Component):
 
     *Switching out* (the switch policies): a channel leaves its PBDMA when it is in error, when
     its TSG is no longer served, and, one PBDMA at a time while none is free, when it is stuck
-    (parked on an acquire or blocked on a release), has no work left or is held by a
-    timestamp's round trip while another channel waits for a PBDMA (ready to run: a parked
-    one does not take a PBDMA; when it wakes, it pays a save and a load), when a channel of
-    greater priority waits, or when its channel timeslice (``ch_timeslice`` ns, 0: none) is
+    (parked on an acquire or blocked on a release) or has no work left while another channel
+    waits for a PBDMA (ready to run: a parked one does not take a PBDMA; when it wakes, it pays
+    a save and a load), when a channel of greater priority waits, or when its channel timeslice (``ch_timeslice`` ns, 0: none) is
     over while another waits. Switching out first drains (no new reads; the reads in flight
     land; the CP writes its decode context back), then throws the FIFO data away, writes the
     position decoded back (GP_GET and the rest of the segment: what was fetched beyond is
@@ -73,8 +72,8 @@ class PbdmaUnits(wiring.Component):
     ----------
     served, pending, replay, parked, stuck, error : In(cfg.channels)
         Channels of the TSG served; with entries not decoded (GP_PUT != GP_GET); with a method
-        word to replay; parked on an acquire; stuck (parked, or blocked on a release); held
-        by a timestamp's round trip; in error.
+        word to replay; parked on an acquire; stuck (parked, or blocked on a release); in
+        error.
     prio_mask : In(data.ArrayLayout(cfg.channels, cfg.priority_levels))
         The channels of each priority level.
     bind_channel : Out(cfg.chan_bits)
@@ -99,8 +98,8 @@ class PbdmaUnits(wiring.Component):
     fetch_pending : Out(cfg.pbdmas)
         PBDMAs with a GPFIFO entry to fetch and room in their segment queue.
     fetch_behind : Out(cfg.pbdmas)
-        PBDMAs with GPFIFO entries to fetch and their segment queue full: entries wait beyond
-        it.
+        PBDMAs with more GPFIFO entries to fetch than their segment queue has room for:
+        entries wait beyond it.
     fetch_get : Out(data.ArrayLayout(cfg.gp_bits, cfg.pbdmas))
         The entry each fetches next.
     gp_base : Out(data.ArrayLayout(ADDR_BITS, cfg.pbdmas))
@@ -139,7 +138,7 @@ class PbdmaUnits(wiring.Component):
         n, r, cb, pb = cfg.channels, cfg.pbdmas, cfg.chan_bits, cfg.pbdma_bits
         super().__init__({
             "served": In(n), "pending": In(n), "replay": In(n), "parked": In(n),
-            "stuck": In(n), "held": In(n), "error": In(n),
+            "stuck": In(n), "error": In(n),
             "prio_mask": In(data.ArrayLayout(n, cfg.priority_levels)),
             "bind_channel": Out(cb),
             "bind_context": In(ring_context_layout(cfg)),
@@ -217,6 +216,12 @@ class PbdmaUnits(wiring.Component):
         tail = [Signal(qb, name=f"pbdma{i}_q_tail") for i in range(r)]
         count = [Signal(range(d + 1), name=f"pbdma{i}_q_count") for i in range(r)]
 
+        # GPFIFO entries not fetched yet (GP_PUT - the next to fetch, modulo the ring)
+        unfetched = [Signal(gpb, name=f"pbdma{i}_unfetched") for i in range(r)]
+        for i in range(r):
+            m.d.comb += unfetched[i].eq((self.put[i] - fget[i])
+                                        & ((Const(1, gpb + 1) << log2[i]) - 1))
+
         def wrap(x):
             return Mux(x == d - 1, 0, x + 1) if d & (d - 1) else (x + 1)[:qb]
 
@@ -228,7 +233,7 @@ class PbdmaUnits(wiring.Component):
                          self.fetch_pending[i].eq((state[i] == PbdmaState.RUN)
                                                   & (fget[i] != self.put[i]) & (count[i] < d)),
                          self.fetch_behind[i].eq((state[i] == PbdmaState.RUN)
-                                                 & (fget[i] != self.put[i]) & (count[i] == d))]
+                                                 & (unfetched[i] > d - count[i]))]
 
         free = Signal(r)
         m.d.comb += free.eq(Cat(s == PbdmaState.FREE for s in state))
@@ -319,7 +324,7 @@ class PbdmaUnits(wiring.Component):
             m.d.comb += [
                 must_leave.eq((st == PbdmaState.RUN) & (c_err | ~self.served.bit_select(c, 1))),
                 may_leave.eq((st == PbdmaState.RUN) & may_switch
-                             & (((c_stuck | idle | self.held.bit_select(c, 1))
+                             & (((c_stuck | idle)
                                  & waiting.any()) | lower
                                 | ((self.ch_timeslice != 0) & (self.now >= slice_end[i])
                                    & waiting.any()))),

@@ -77,6 +77,36 @@ def test_a_waiting_channel_is_loaded_for_ctx_load_ns_then_fetched_from_its_ring_
     bench(ONE, body, {5: {"put": 7, "get": 3}})
 
 
+def test_entries_wait_behind_as_soon_as_more_are_unfetched_than_the_queue_has_room_for():
+    # fetch_behind (a time stamp's round trip waits behind the prefetch) counts the entries
+    # still to fetch against the room left, from the first cycle after a load, not once the
+    # queue has filled
+    d = ONE.pbdma_segments
+
+    async def body(ctx, dut, tick, now):
+        ctx.set(dut.pending, (1 << 5) | (1 << 6))
+        await run_loaded(ctx, dut, tick)
+        assert ctx.get(dut.channel[0]) == 5
+        assert ctx.get(dut.fetch_pending[0]) and ctx.get(dut.fetch_behind[0])
+        for k in range(d):                   # the queue fills: still behind
+            advance(ctx, dut, 0, 0x100 * k, 4)
+            await tick()
+        ctx.set(dut.advance.valid, 0)
+        assert not ctx.get(dut.fetch_pending[0]) and ctx.get(dut.fetch_behind[0])
+    bench(ONE, body, {5: {"put": d + 1}})
+
+    async def exact(ctx, dut, tick, now):
+        ctx.set(dut.pending, 1 << 5)
+        await run_loaded(ctx, dut, tick)
+        # room for every entry left: nothing waits beyond the queue
+        assert ctx.get(dut.fetch_pending[0]) and not ctx.get(dut.fetch_behind[0])
+        advance(ctx, dut, 0, 0x100, 4)
+        await tick()
+        ctx.set(dut.advance.valid, 0)
+        assert not ctx.get(dut.fetch_behind[0])
+    bench(ONE, exact, {5: {"put": d}})
+
+
 def test_a_channel_switched_out_mid_segment_resumes_with_the_rest_of_it():
     async def body(ctx, dut, tick, now):
         ctx.set(dut.pending, 1 << 2)

@@ -14,13 +14,9 @@ from gpufe.sim.run import simulate
 @pytest.mark.parametrize("busy", [1, 2, 4, 8] + [pytest.param(a, marks=pytest.mark.slow)
                                                  for a in (16, 32)])
 @pytest.mark.parametrize("profiled", [False, True])
-def test_dependent_kernels_on_busy_channels_take_turns_as_on_the_h200(busy, profiled, request):
-    if profiled and busy == 16:
-        # known miss since the two PBDMAs (session 12): two switches a kernel under CUPTI give
-        # 32.1 us against 25.6 (+25%; 4, 8 and 32 channels are within 5-15%): strict, so
-        # that it reports when a mechanism fixes it
-        request.applymarker(pytest.mark.xfail(strict=True, reason="profiled actgap A=16: "
-                                              "model +25% (issue 16)"))
+def test_dependent_kernels_on_busy_channels_take_turns_as_on_the_h200(busy, profiled):
+    # (profiled, A = 16 missed by 25% while a stamp's round trip switched its channel out:
+    # two switches a kernel)
     # as the traces ran: 32 connections (the one compiled model serves them), and h200's
     # syncpoints (33 streams at A = 32)
     params = load("h200")
