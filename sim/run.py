@@ -90,6 +90,7 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
         t0 = time.perf_counter()
         sim.run()
         wall = time.perf_counter() - t0
+        rt.timeline.release_end_waits()
         if bounded:
             stream.finish(sim.now_ns)
             records = None
@@ -156,6 +157,8 @@ def _simulate_processes(workload, params, mc, *, vcd, jumps, progress, backend, 
     t0 = time.perf_counter()
     sim.run()
     wall = time.perf_counter() - t0
+    for rt in runtimes:
+        rt.timeline.release_end_waits()
     body, marks = [], []
     for rt in runtimes:
         rt.cupti_submitted()

@@ -77,6 +77,8 @@ class CoSim:
         self.descriptors = BlockPool(self.mem, DESCRIPTOR_ALIGN, DESCRIPTOR_ALIGN)
         self.reader = DescriptorReader(self.mem, self.descriptors)
         self.retire_hooks = {}            # channel -> callback(GP_GET, t_ps) as it moves on
+        self.write_hooks = {}             # host address -> callback(data, t_ns) as the front
+                                          # end writes it (the profiler's time stamps)
         self._tracking = {}               # syncpoint -> its tracking semaphore in host memory
         # told of every kernel and copy dispatched and ended, or None
         self.activity = None
@@ -295,6 +297,9 @@ class CoSim:
         if "dma_write" in offers:
             w = b.get("dma_write__payload")
             b.write_ready_from(self._cycle_of(t + self._dma_write_ps))
+            hook = self.write_hooks.get(w.address)
+            if hook is not None:
+                hook(w.data, t // 1000)
             self.ev.at(t + self._visible_ps, self._host_write,
                        w.address, w.data, w.wide)
         if "compute" in offers:

@@ -23,6 +23,14 @@ fills it), every later "submitted" is taken one stamp round trip (``stamp_hold_n
 dispatch, for the rest of the run: on the H200, submitted -> start is 0.54 us until then and
 0.64-0.77 us after (probe ``multistream_state``: 16 launches counting at most 8 a stream, in
 every pattern of streams tried; the kernels' own timing does not move, only the record).
+
+A stream kernel's end timestamp goes out through the front end's release path, behind a time
+stamp whose round trip is under way: a kernel that ends while another launch's stamp is in
+flight (written, its launch not yet dispatched) gets that launch's `submitted` as its end when
+it is later. On the H200, with several channels of queued dependent kernels, a kernel's end is
+the next launch's `submitted` (within 32 ns) 96-99% of the time, whatever the kernel's length
+(probe ``multistream_state``, ``gap2``): empty kernels of actgap last 0.9-1.25 us, against 0.61
+on one channel.
 """
 
 from gpufe.sim.host.encode import PushBuffer
@@ -42,6 +50,8 @@ class Profiler:
         self._stamp_count = 0
         self._slots = {}             # stream id -> latency-timestamp slots it holds
         self._pool_full = False
+        self._stamp_corr = {}        # stamp payload -> correlation id of its launch
+        timeline.ends_behind_stamps = self.latency
 
     def stamp_submitted(self, pb: PushBuffer, stream_id, corr):
         """With latency timestamps, the launch's `submitted` time stamp, pushed before it: a
@@ -59,8 +69,16 @@ class Profiler:
             self.timeline.submitted_lead[corr] = round(self.p.stamp_hold_ns)
         if self._stamps is None:
             self._stamps = self.sim.mem.alloc(16, align=16)
+            self.sim.write_hooks[self._stamps] = self._stamp_written
         self._stamp_count = (self._stamp_count + 1) & 0xFFFFFFFF
+        self._stamp_corr[self._stamp_count] = corr
         pb.sem_release(self._stamps, self._stamp_count, wfi=False, timestamp=True)
+
+    def _stamp_written(self, payload, t_ns):
+        """The front end writes a launch's stamp (its payload first)."""
+        corr = self._stamp_corr.pop(payload & 0xFFFFFFFF, None)
+        if corr is not None:
+            self.timeline.stamp_written(corr, t_ns)
 
     def api_call(self, call):
         """Run one API call (a generator), then CUPTI's cost: time inside a launch call (the

@@ -15,7 +15,12 @@ Records go to ``records`` and ``marks``: lists, or a ``TimelineStream`` that han
 soon as it is final (:meth:`Timeline.stream_to`).
 """
 
+from collections import OrderedDict
+
 from gpufe.sim.cosim.engines import Kernel
+
+#: stamps remembered for the end timestamps behind them (only the latest can be in flight)
+STAMPS_KEPT = 64
 
 #: API call -> the CUDA runtime function CUPTI names
 RUNTIME_NAMES = {
@@ -57,6 +62,13 @@ class Timeline:
         #: correlation id -> ns by which CUPTI's "submitted" precedes the kernel's dispatch
         #: (``profiler.py``: its latency-timestamp slots)
         self.submitted_lead = {}
+        # CUPTI's end timestamps behind the stamps in flight (``profiler.py``): the latest
+        # stamps, correlation id -> [written ns, its launch dispatched ns or None], in the
+        # order written; kernels ended while one was in flight, by its launch's correlation id
+        self._stamps = OrderedDict()
+        self._end_waits = {}
+        self._records = {}          # id(job) -> record, while the front end has it
+        self.ends_behind_stamps = False   # set by the profiler with latency timestamps
 
     def stream_to(self, stream):
         """Hand records out through a ``TimelineStream`` instead of keeping them."""
@@ -102,6 +114,10 @@ class Timeline:
             if not graph:
                 rec["_dispatched"] = job.dispatched - self.submitted_lead.pop(
                     d["correlation_id"], 0)
+                if self.ends_behind_stamps:
+                    self._records[id(job)] = rec
+                    self._launch_dispatched(d["correlation_id"], job.dispatched,
+                                            rec["_dispatched"])
         else:
             rec = {"kind": "memcpy", "copy_kind": d["kind"], "bytes": d["length"],
                    "corr": d["correlation_id"], "stream": d["stream_id"], "channel": channel,
@@ -112,5 +128,53 @@ class Timeline:
             self._tracker.dispatched(job, rec, now_ns)
 
     def done(self, job):
+        rec = self._records.pop(id(job), None)
+        if rec is not None:
+            stamp = self._stamp_in_flight(job.end // 1000)
+            if stamp is not None:
+                corr, (_, dispatched, _) = stamp
+                if dispatched is None:
+                    self._end_waits.setdefault(corr, []).append((job, rec))
+                    return                   # final once that launch is dispatched
+                rec["_end"] = max(job.end // 1000, self._submitted_of(corr))
         if self._tracker is not None:
             self._tracker.done(job)
+
+    # -- end timestamps behind the stamps in flight -----------------------------------------------
+
+    def stamp_written(self, corr, t_ns):
+        """The profiler's stamp for launch ``corr`` was written at ``t_ns``."""
+        self._stamps[corr] = [t_ns, None, None]     # written, dispatched, submitted
+        if len(self._stamps) > STAMPS_KEPT:
+            self._stamps.popitem(last=False)
+
+    def _stamp_in_flight(self, t_ns):
+        """``(corr, [written, dispatched, submitted])`` of the stamp in flight at ``t_ns``: the latest
+        written by then, its launch not dispatched by then; or None."""
+        for corr, stamp in reversed(self._stamps.items()):
+            written, dispatched, _ = stamp
+            if written <= t_ns:
+                return (corr, stamp) if dispatched is None or dispatched > t_ns else None
+        return None
+
+    def _submitted_of(self, corr):
+        return self._stamps[corr][2]
+
+    def _launch_dispatched(self, corr, t_ns, submitted):
+        stamp = self._stamps.get(corr)
+        if stamp is None:
+            return
+        stamp[1:] = [t_ns, submitted]
+        for job, rec in self._end_waits.pop(corr, ()):
+            rec["_end"] = max(job.end // 1000, submitted)
+            if self._tracker is not None:
+                self._tracker.done(job)
+
+    def release_end_waits(self):
+        """The run has ended: kernels still waiting for a launch that never came keep their
+        own end."""
+        for waits in self._end_waits.values():
+            for job, _ in waits:
+                if self._tracker is not None:
+                    self._tracker.done(job)
+        self._end_waits.clear()

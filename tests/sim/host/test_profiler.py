@@ -48,3 +48,34 @@ def test_submitted_to_start_lengthens_where_the_h200s_does(name, params):
     if after is not None:
         assert 640 <= sorted(model[after:])[len(model[after:]) // 2] <= 760
     assert sorted(model[:after])[len(model[:after]) // 2] < LONG_NS
+
+
+def _gap2(a, ns0, ns=0, n=200, gate=20_000_000):
+    """The probe's `gap2` program: A streams of n dependent kernels queued behind gates."""
+    names = [f"s{i}" for i in range(a)]
+    prog = streams(*names) + [launch(s) for s in names] + [{"op": "device_synchronize"}]
+    prog += [launch(s, gate, kernel="k_gate") for s in names]
+    for _ in range(n):
+        prog += [launch(s, ns0 if i == 0 else ns, kernel=f"k{i}") for i, s in enumerate(names)]
+    return workload(prog + [{"op": "device_synchronize"}], max_connections=32)
+
+
+def _ends_at_a_submitted(ks):
+    """Fraction of the short kernels that end within 32 ns after another stream's kernel is
+    submitted, and their median time (ns)."""
+    short = [k for k in ks if k["end"] - k["start"] < 1_000_000]
+    subs = sorted((k["submitted"], k["stream"]) for k in short)
+    at = sum(any(0 <= k["end"] - t <= 32 and s != k["stream"] for t, s in subs) for k in short)
+    durations = sorted(k["end"] - k["start"] for k in short)
+    return at / len(short), durations[len(durations) // 2]
+
+
+@pytest.mark.parametrize("a,ns0", [(1, 3000), (2, 0), (2, 3000), (4, 3000)])
+def test_a_kernel_ends_at_the_stamp_in_flight_as_on_the_h200(a, ns0, params):
+    measured = [json.loads(line) for line in gzip.open(PROBE / f"gap2_A{a}_ns0_{ns0}.jsonl.gz")]
+    m_at, m_median = _ends_at_a_submitted(sorted(
+        (r for r in measured if r["kind"] == "kernel"), key=lambda k: k["start"])[a:])
+    r = simulate(_gap2(a, ns0), params, backend="compiled", profiler="cupti")
+    at, median = _ends_at_a_submitted(kernels(r.records)[a:])   # after the warm-ups
+    assert at == pytest.approx(m_at, abs=0.15)
+    assert median == pytest.approx(m_median, rel=0.2)

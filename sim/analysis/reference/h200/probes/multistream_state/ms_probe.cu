@@ -29,8 +29,27 @@ static void sc_seq() {
   meta("rep_end", "");
 }
 
+// gap2: A streams, each n dependent kernels queued behind its own gate (as fe_trace2's
+// actgap); stream 0's kernels spin ns0, the others' ns (0: empty).
+static void sc_gap2() {
+  long A = arg("A", 2), n = arg("n", 200), gate = arg("gate", 20000000), ns0 = arg("ns0", 0),
+       ns = arg("ns", 0);
+  std::vector<cudaStream_t> st(A);
+  for (auto &s : st) CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (auto &s : st) k_empty<<<1, 32, 0, s>>>();
+  CK(cudaDeviceSynchronize());
+  meta("rep_begin", "");
+  for (long i = 0; i < A; i++) k_gate<<<1, 32, 0, st[i]>>>((uint64_t)gate);
+  for (long j = 0; j < n; j++)
+    for (long i = 0; i < A; i++) launch_work(i == 0 ? ns0 : ns, st[i]);
+  meta("issued", "");
+  CK(cudaDeviceSynchronize());
+  meta("rep_end", "");
+}
+
 int main(int argc, char **argv) {
-  if (argc < 3 || std::string(argv[1]) != "seq") return fe_trace_main(argc, argv);
+  if (argc < 3 || (std::string(argv[1]) != "seq" && std::string(argv[1]) != "gap2"))
+    return fe_trace_main(argc, argv);
   g_out = fopen(argv[2], "w");
   if (!g_out) { perror(argv[2]); return 2; }
   std::string params;
@@ -44,10 +63,11 @@ int main(int argc, char **argv) {
   CK(cudaFree(0));
   const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   char buf[8192];
-  snprintf(buf, sizeof buf, "\"scenario\":\"seq\",\"max_connections\":\"%s\",\"params\":{%s}",
-           conn ? conn : "default", params.c_str());
+  snprintf(buf, sizeof buf, "\"scenario\":\"%s\",\"max_connections\":\"%s\",\"params\":{%s}",
+           argv[1], conn ? conn : "default", params.c_str());
   meta("header", buf);
-  sc_seq();
+  if (std::string(argv[1]) == "seq") sc_seq();
+  else sc_gap2();
   cupti_flush();
   meta("footer", "");
   fclose(g_out);
