@@ -282,7 +282,7 @@ class FrontEnd(wiring.Component):
             ff.read_pop.eq(cp.read_pop), cp.nonempty.eq(ff.nonempty),
             pb.pop.valid.eq(cp.read_pop), pb.pop.payload.eq(cp.read_pbdma),
             cp.running.eq(pb.running), cp.pbdma_channel.eq(pb.channel),
-            cp.expecting.eq(pb.fetch_pending | fe.in_flight),
+            cp.expecting.eq(pb.fetch_pending | fe.in_flight), cp.fetch_behind.eq(pb.fetch_behind),
             cp.priority.eq(db.pbdma_priority), pb.cp_holding.eq(cp.holding),
             cp.acquire_met.eq(sp.acquire_met), cp.parked.eq(sp.parked),
             cp.release_busy.eq(sp.release_busy), cp.release_full.eq(sp.release_full),

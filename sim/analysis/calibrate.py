@@ -104,6 +104,29 @@ def fast_vcpu_scale():
     return statistics.median(fast) / statistics.median(slow)
 
 
+#: submitted -> start above this (ns) marks CUPTI's shared-slot state (probe
+#: ``multistream_state``: 0.48-0.58 us before it, 0.61-0.77 after)
+SHARED_STATE_NS = 600
+
+
+def submitted_lead_ns():
+    """How much earlier CUPTI's `submitted` comes once a context's stamp slots are all taken:
+    the median submitted -> start after that point less the median before it, over the
+    ``multistream_state`` probe's runs of one kernel at a time (each run's first kernel, a
+    cold start, left out)."""
+    before, after = [], []
+    probe = HERE / "h200" / "probes" / "multistream_state"
+    for path in sorted(probe.glob("[AB]*.jsonl.gz")):
+        kernels = sorted((r for r in read_fe_trace(path) if r["kind"] == "kernel"),
+                         key=lambda r: r["submitted"])
+        s2s = [k["start"] - k["submitted"] for k in kernels]
+        onset = next((i for i in range(1, len(s2s) - 2)
+                      if min(s2s[i:i + 3]) > SHARED_STATE_NS), len(s2s))
+        before += s2s[1:onset]
+        after += s2s[onset:]
+    return statistics.median(after) - statistics.median(before)
+
+
 def _issue_median_ns(records):
     """Median time from a repetition's start to its work issued (the ``issued`` marker): the
     API time of an unprofiled trace, which has no runtime records."""
@@ -162,6 +185,8 @@ def direct_fit():
     # the reference machine's fast vCPUs against its slow ones, from the probe's runs of the
     # same chain; sync_h2 ran on a fast one: its query time at the calibration host's speed
     out["host_fast_cpu_scale"] = fast_vcpu_scale()
+    # CUPTI's record once its stamp slots are shared (a record, no time of its own)
+    out["cupti_submitted_lead_ns"] = submitted_lead_ns()
     host = load(BASE).with_overrides(**out)
     sync = _trace("sync_h2")
     out["query_cpu_ns"] = (_api_median_ns(sync, "cudaEventQuery")

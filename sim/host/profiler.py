@@ -19,7 +19,7 @@ the records, a stream kernel's "submitted" is when the front end dispatched it, 
 CUPTI's latency-timestamp slots: a context's stream launches take slots from a pool of
 :data:`STAMP_SLOTS`, at most :data:`STAMP_SLOTS_PER_STREAM` a stream (a stream's later launches
 reuse its own). Once the pool is full (launches on two streams or more: one stream alone never
-fills it), every later "submitted" is taken one stamp round trip (``stamp_hold_ns``) before the
+fills it), every later "submitted" is recorded ``cupti_submitted_lead_ns`` before the
 dispatch, for the rest of the run: on the H200, submitted -> start is 0.54 us until then and
 0.64-0.77 us after (probe ``multistream_state``: 16 launches counting at most 8 a stream, in
 every pattern of streams tried; the kernels' own timing does not move, only the record).
@@ -56,7 +56,7 @@ class Profiler:
     def stamp_submitted(self, pb: PushBuffer, stream_id, corr):
         """With latency timestamps, the launch's `submitted` time stamp, pushed before it: a
         release with a timestamp and no WFI (taken when the front end reaches it). Its slot
-        taken, the record's `submitted` moves a stamp round trip earlier once the pool is full
+        taken, the record's `submitted` moves ``cupti_submitted_lead_ns`` earlier once the pool is full
         (module docstring)."""
         if not self.latency:
             return
@@ -66,7 +66,7 @@ class Profiler:
                 self._slots[stream_id] = held + 1
                 self._pool_full = sum(self._slots.values()) >= STAMP_SLOTS
         if self._pool_full:
-            self.timeline.submitted_lead[corr] = round(self.p.stamp_hold_ns)
+            self.timeline.submitted_lead[corr] = round(self.p.cupti_submitted_lead_ns)
         if self._stamps is None:
             self._stamps = self.sim.mem.alloc(16, align=16)
             self.sim.write_hooks[self._stamps] = self._stamp_written

@@ -138,6 +138,11 @@ class Params:
                                       "kernel launch it dispatches (0 in h200, not fitted: "
                                       "the CP's wait for each launch's time stamp gives the "
                                       "profiled cost)")
+    cupti_submitted_lead_ns: float = _ns("CUPTI latency timestamps: once a context's stamp "
+                                         "slots are all taken (sim/host/profiler.py), a "
+                                         "launch's `submitted` is recorded this much before "
+                                         "its dispatch (measured: probe multistream_state, "
+                                         "submitted -> start before and after)")
     cupti_latency_timestamps: int = _p("CUPTI latency timestamps on (1, as the reference traces "
                                        "were taken: cuptiActivityEnableLatencyTimestamps; each "
                                        "stream launch is preceded by a `submitted` time stamp) "

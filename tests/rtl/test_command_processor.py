@@ -280,20 +280,36 @@ def test_launch_hold_holds_the_cp_after_each_launch():
     assert all(h.trace[t][0] == CPState.HOLD for t in range(first + 1, first + 41))
 
 
-def test_moving_to_another_channel_takes_cp_switch_ns_and_its_context_comes_with_it():
+def test_moving_to_another_channel_loads_its_engine_state_under_its_host_methods():
     base = _dispatch_cycles({}, [3, 5])
     h = _dispatch_cycles({"cp_switch": 30}, [3, 5])
-    # two moves: onto channel 3 at the start, then to 5; each waits 30 ns from its first cycle
+    loads = [t for t, e in enumerate(h.trace) if e[0] == CPState.LOAD]
+    assert len(loads) == 2 and base.launch_cycles == [6, 14]
+    # each move is decided the cycle before its LOAD cycle; the channel's methods are decoded
+    # from the next cycle on, and only its dispatch waits for the engine's state: cp_switch ns
+    # after the move was decided
+    for load, launch in zip(loads, h.launch_cycles):
+        assert h.trace[load + 1][0] == CPState.FETCH
+        assert launch == load - 1 + 30
+        # the dispatch waiting is a deadline on now: wake_at tells it
+        waiting = [t for t in range(load, launch) if h.trace[t][0] == CPState.DISPATCH]
+        assert waiting and all(h.wake[t] == launch for t in waiting)
+        assert h.wake[launch + 1] == (1 << 64) - 1
+    assert [(c, d) for c, _, d in h.launches] == [(3, 0x4000), (5, 0x6000)]
+
+
+def test_a_move_to_a_pbdma_still_prefetching_waits_cp_switch_ns_first():
+    # the engine state's reads queue behind the prefetch: the CP waits in LOAD, and the
+    # channel's methods are decoded after it
+    base = _dispatch_cycles({}, [3, 5])
+    h = _dispatch_cycles({"cp_switch": 30, "fetch_behind": 0b11}, [3, 5])
     assert h.launch_cycles[0] == base.launch_cycles[0] + 29
     assert h.launch_cycles[1] == base.launch_cycles[1] + 2 * 29
-    assert [(c, d) for c, _, d in h.launches] == [(3, 0x4000), (5, 0x6000)]
-    # a deadline on now (30 ns after the ARBITRATE cycle before the first LOAD cycle):
-    # wake_at tells it while the CP waits in LOAD
     first = next(t for t, e in enumerate(h.trace) if e[0] == CPState.LOAD)
     assert h.wake[first] == h.wake[first + 28] == first + 29
-    assert h.wake[first + 29] == (1 << 64) - 1
     assert all(h.trace[t][0] == CPState.LOAD for t in range(first, first + 30))
     assert h.trace[first + 30][0] != CPState.LOAD
+    assert [(c, d) for c, _, d in h.launches] == [(3, 0x4000), (5, 0x6000)]
 
 
 def _arriving_at(cycle, expecting, costs):
@@ -317,10 +333,13 @@ def test_an_idle_cp_moves_ahead_to_a_channel_whose_methods_are_on_their_way():
     # the move to PBDMA 1 runs before the data: channel 5 held from then on
     assert cold.trace[59][1] == 0
     assert ahead.trace[59][1] == 0b10 and ahead.trace[59][2] == 5
-    # its launch goes out without the move's 30 LOAD cycles
+    # its launch goes out without waiting for the engine's state (as soon as with no switch
+    # cost); cold, the move is decided as the data arrives and the launch waits 30 ns from it
     assert [(c, d) for c, _, d in ahead.launches] == [(5, 0x6000)] == \
         [(c, d) for c, _, d in cold.launches]
-    assert ahead.launch_cycles[0] == cold.launch_cycles[0] - 30
+    free = _arriving_at(60, (), {})
+    assert ahead.launch_cycles[0] <= free.launch_cycles[0]
+    assert cold.launch_cycles[0] == 60 + 30
     # both PBDMAs expecting: the CP goes ahead to one and stays there (no ping-pong)
     both = _arriving_at(60, (0, 1), costs)
     starts = [t for t in range(1, 60)
