@@ -130,6 +130,9 @@ class CommandProcessor(wiring.Component):
         The deadline the CP waits for (all ones when it waits for none).
     replay : Out(cfg.channels)
         Channels with a method word to execute again (a release that found its slot busy).
+    offering : Out(cfg.channels)
+        The channel whose dispatch is made and not yet taken (it may wait for the engine's
+        state): work of its TSG.
     blocked : Out(cfg.channels)
         Channels whose word to replay is a release that still finds no slot free.
     release : Out(stream.Signature(release_layout(cfg)))
@@ -216,7 +219,7 @@ class CommandProcessor(wiring.Component):
             "cp_switch": In(16),
             "now": In(64),
             "wake_at": Out(64),
-            "replay": Out(n),
+            "replay": Out(n), "offering": Out(n),
             "blocked": Out(n),
             "release": Out(stream.Signature(release_layout(cfg))),
             "acquire": Out(stream.Signature(acquire_layout(cfg))),
@@ -290,6 +293,8 @@ class CommandProcessor(wiring.Component):
         engine_at = Signal(64, name="cp_engine_at")
         engine_ready = Signal()
         m.d.comb += [engine_ready.eq(self.now >= engine_at),
+                     self.offering.eq(Mux(offer_compute | offer_copy | offer_graph,
+                                          (Const(1, n) << chan)[:n], 0)),
                      self.compute.valid.eq(offer_compute & engine_ready),
                      self.copy.valid.eq(offer_copy & engine_ready),
                      self.graph.valid.eq(offer_graph & engine_ready)]

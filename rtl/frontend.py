@@ -300,7 +300,8 @@ class FrontEnd(wiring.Component):
         connect(m, flipped(self.context), rl.context)
         m.d.comb += [
             rl.tsg_mask.eq(db.tsg_mask), rl.tsg_in_flight.eq(sp.tsg_in_flight),
-            rl.busy.eq(db.pending | cp.replay | sp.parked | sp.release_busy),
+            # (a dispatch made and not yet taken, waiting for the engine's state, is work too)
+            rl.busy.eq(db.pending | cp.replay | cp.offering | sp.parked | sp.release_busy),
             rl.now.eq(self.now), rl.timeslice.eq(db.timeslice), rl.switch_time.eq(db.switch_time),
             rl.preempt_time.eq(db.preempt_time),
             db.scheduler_status.eq(rl.active | (rl.state.as_value() << 31)),

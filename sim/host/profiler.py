@@ -56,8 +56,8 @@ class Profiler:
     def stamp_submitted(self, pb: PushBuffer, stream_id, corr):
         """With latency timestamps, the launch's `submitted` time stamp, pushed before it: a
         release with a timestamp and no WFI (taken when the front end reaches it). Its slot
-        taken, the record's `submitted` moves ``cupti_submitted_lead_ns`` earlier once the pool is full
-        (module docstring)."""
+        taken, the record's `submitted` moves ``cupti_submitted_lead_ns`` earlier once the
+        pool is full (module docstring)."""
         if not self.latency:
             return
         if not self._pool_full:

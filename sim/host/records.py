@@ -63,8 +63,9 @@ class Timeline:
         #: (``profiler.py``: its latency-timestamp slots)
         self.submitted_lead = {}
         # CUPTI's end timestamps behind the stamps in flight (``profiler.py``): the latest
-        # stamps, correlation id -> [written ns, its launch dispatched ns or None], in the
-        # order written; kernels ended while one was in flight, by its launch's correlation id
+        # stamps, correlation id -> [written ns, its launch's dispatch ns and recorded
+        # `submitted`, None until dispatched], in the order written; kernels ended while one
+        # was in flight, by its launch's correlation id
         self._stamps = OrderedDict()
         self._end_waits = {}
         self._records = {}          # id(job) -> record, while the front end has it
@@ -149,8 +150,8 @@ class Timeline:
             self._stamps.popitem(last=False)
 
     def _stamp_in_flight(self, t_ns):
-        """``(corr, [written, dispatched, submitted])`` of the stamp in flight at ``t_ns``: the latest
-        written by then, its launch not dispatched by then; or None."""
+        """``(corr, [written, dispatched, submitted])`` of the stamp in flight at ``t_ns``:
+        the latest written by then, its launch not dispatched by then; or None."""
         for corr, stamp in reversed(self._stamps.items()):
             written, dispatched, _ = stamp
             if written <= t_ns:
@@ -162,9 +163,8 @@ class Timeline:
 
     def _launch_dispatched(self, corr, t_ns, submitted):
         stamp = self._stamps.get(corr)
-        if stamp is None:
-            return
-        stamp[1:] = [t_ns, submitted]
+        if stamp is not None:
+            stamp[1:] = [t_ns, submitted]
         for job, rec in self._end_waits.pop(corr, ()):
             rec["_end"] = max(job.end // 1000, submitted)
             if self._tracker is not None:
