@@ -83,8 +83,9 @@ class CommandProcessor(wiring.Component):
     engine's state is there ``cp_switch`` ns after the first, a deadline on ``now``
     (``wake_at``) that the CP waits for in LOAD when the PBDMA is behind, else its next
     dispatch. A dispatch holds the CP until the engine takes the record, which is offered the
-    cycle after its method executes (or once the engine's state is there); a kernel launch then holds it ``launch_hold`` ns more (CUPTI's per-launch
-    work), a deadline on ``now`` (``wake_at``). WFI holds the whole CP (every channel) until
+    cycle after its method executes (or once the engine's state is there); a kernel launch
+    then holds it ``launch_hold`` ns more (CUPTI's per-launch work), a deadline on ``now``
+    (``wake_at``). WFI holds the whole CP (every channel) until
     all dispatched work has completed.
 
     Parameters

@@ -46,13 +46,13 @@ class PbdmaUnits(wiring.Component):
     its TSG is no longer served, and, one PBDMA at a time while none is free, when it is stuck
     (parked on an acquire or blocked on a release) or has no work left while another channel
     waits for a PBDMA (ready to run: a parked one does not take a PBDMA; when it wakes, it pays
-    a save and a load), when a channel of greater priority waits, or when its channel timeslice (``ch_timeslice`` ns, 0: none) is
-    over while another waits. Switching out first drains (no new reads; the reads in flight
-    land; the CP writes its decode context back), then throws the FIFO data away, writes the
-    position decoded back (GP_GET and the rest of the segment: what was fetched beyond is
-    fetched again when the channel returns) and waits ``ctx_save`` ns, or nothing for a channel
-    that ran dry (no entries left, nothing to replay: its GP_GET is all there is to save). A
-    channel in error is dropped without a save.
+    a save and a load), when a channel of greater priority waits, or when its channel timeslice
+    (``ch_timeslice`` ns, 0: none) is over while another waits. Switching out first drains (no
+    new reads; the reads in flight land; the CP writes its decode context back), then throws the
+    FIFO data away, writes the position decoded back (GP_GET and the rest of the segment: what
+    was fetched beyond is fetched again when the channel returns) and waits ``ctx_save`` ns, or
+    nothing for a channel that ran dry (no entries left, nothing to replay: its GP_GET is all
+    there is to save). A channel in error is dropped without a save.
 
     *The context port*: saves and loads go through one port, whichever PBDMA they are for, one
     at a time (a save before a load): however many PBDMAs there are, channels change at most
