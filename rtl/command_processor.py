@@ -85,8 +85,8 @@ class CommandProcessor(wiring.Component):
     dispatch. A dispatch holds the CP until the engine takes the record, which is offered the
     cycle after its method executes (or once the engine's state is there); a kernel launch
     then holds it ``launch_hold`` ns more (CUPTI's per-launch work), a deadline on ``now``
-    (``wake_at``). WFI holds the whole CP (every channel) until
-    all dispatched work has completed.
+    (``wake_at``). WFI holds the whole CP (every channel) until all dispatched work has
+    completed.
 
     Parameters
     ----------
@@ -293,9 +293,9 @@ class CommandProcessor(wiring.Component):
         offer_compute, offer_copy, offer_graph = Signal(), Signal(), Signal()
         engine_at = Signal(64, name="cp_engine_at")
         engine_ready = Signal()
+        offered = offer_compute | offer_copy | offer_graph
         m.d.comb += [engine_ready.eq(self.now >= engine_at),
-                     self.offering.eq(Mux(offer_compute | offer_copy | offer_graph,
-                                          (Const(1, n) << chan)[:n], 0)),
+                     self.offering.eq(Mux(offered, (Const(1, n) << chan)[:n], 0)),
                      self.compute.valid.eq(offer_compute & engine_ready),
                      self.copy.valid.eq(offer_copy & engine_ready),
                      self.graph.valid.eq(offer_graph & engine_ready)]
@@ -564,7 +564,6 @@ class CommandProcessor(wiring.Component):
                                & (self.now < wait_until))
         waited = ~waiting
         # a dispatch waiting for the engine's state is a deadline too
-        offered = offer_compute | offer_copy | offer_graph
         gated = Signal()
         m.d.comb += gated.eq((state == CPState.DISPATCH) & offered & ~engine_ready)
         m.d.comb += self.wake_at.eq(Mux(waiting, wait_until,
@@ -680,7 +679,6 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     execute_method()
             with m.Case(CPState.DISPATCH):
-                port_valid = offered
                 taken = ((self.compute.valid & self.compute.ready)
                          | (self.copy.valid & self.copy.ready)
                          | (self.graph.valid & self.graph.ready))
@@ -693,7 +691,7 @@ class CommandProcessor(wiring.Component):
                                      wait_until.eq(self.now + self.launch_hold)]
                     with m.Else():
                         go_on_or_yield()
-                with m.Elif(~port_valid):
+                with m.Elif(~offered):
                     leave()
             with m.Case(CPState.HOLD):
                 with m.If(waited):

@@ -137,7 +137,7 @@ class Timeline:
                 if dispatched is None:
                     self._end_waits.setdefault(corr, []).append((job, rec))
                     return                   # final once that launch is dispatched
-                rec["_end"] = max(job.end // 1000, self._submitted_of(corr))
+                rec["_end"] = max(job.end // 1000, self._stamps[corr][2])
         if self._tracker is not None:
             self._tracker.done(job)
 
@@ -157,9 +157,6 @@ class Timeline:
             if written <= t_ns:
                 return (corr, stamp) if dispatched is None or dispatched > t_ns else None
         return None
-
-    def _submitted_of(self, corr):
-        return self._stamps[corr][2]
 
     def _launch_dispatched(self, corr, t_ns, submitted):
         stamp = self._stamps.get(corr)
