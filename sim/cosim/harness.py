@@ -205,10 +205,6 @@ class CoSim:
         self.mem.write64(address, data, wide)
         self.poke_cpu()
 
-    def _host_write_dword(self, address, data):
-        self.mem.write_dwords(address, [data])
-        self.poke_cpu()
-
     # -- engines ---------------------------------------------------------------------------------
 
     def _completion(self, port, key, release=None):
@@ -224,8 +220,8 @@ class CoSim:
             # written as the completion reaches the front end (its next cycle), as the
             # front end's own writes are
             self.ev.at(self._cycle_of(self.ev.now) * self.cycle_ps + self._visible_ps,
-                       self._host_write_dword, self._tracking[kernel.release[0]],
-                       kernel.release[1])
+                       self._host_write, self._tracking[kernel.release[0]],
+                       kernel.release[1], False)
         if self.activity is not None:
             self.activity.done(kernel)
 
