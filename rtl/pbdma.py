@@ -188,8 +188,15 @@ class PbdmaUnits(wiring.Component):
             lvl_waiting = waiting & self.prio_mask[lvl]
             with m.If(lvl_waiting.any()):
                 m.d.comb += [top.eq(lvl_waiting), top_level.eq(lvl)]
+        # with no channel ready to run, a free PBDMA takes a parked one: its acquire is retried
+        # there, and once released it runs on without a load (as after a TSG switch, where a
+        # context's blocked channel is loaded again)
+        parked_waiting = Signal(n)
+        m.d.comb += parked_waiting.eq(self.served & (self.pending | self.replay) & self.parked
+                                      & ~self.error & ~resident)
         m.submodules.arb = arb = PriorityRoundRobin(n)
-        m.d.comb += [arb.requests.eq(top), self.bind_channel.eq(arb.grant)]
+        m.d.comb += [arb.requests.eq(Mux(waiting.any(), top, parked_waiting)),
+                     self.bind_channel.eq(arb.grant)]
         ctx = self.bind_context
 
         # -- per-PBDMA state --

@@ -247,11 +247,14 @@ class Runtime:
         ch = s.channel
         s.host_value += 1
         e.done = (s.host_sem, s.host_value)
-        e.stream, e.deps = s, stream_frontier(s)
         pb = PushBuffer()
         if s.last_channel is not None and s.last_channel is not ch:
             order_after_stream(self.cfg, pb, s, ch)
         pb.sem_release(s.host_sem, s.host_value, wfi=True, timestamp=e.timing, wide=e.timing)
+        # a wait for the event waits for this release (time stamp and all), not for the work
+        # before it: the stream's counter is released right behind it
+        release_stream(self.cfg, pb, s, ch)
+        e.stream, e.deps = s, stream_frontier(s)
         yield ("cpu", self.p.event_record_timing_cpu_ns if e.timing
                else self.p.event_record_cpu_ns)
         yield from self.umd.submit(ch, pb)

@@ -4,17 +4,21 @@
   count) and the next piece of the same stream acquires it first, so kernels of one stream are
   ordered and kernels of two streams sharing a channel are not. A kernel carries its release
   in its launch descriptor (as a QMD's release fields: the counter is set as the kernel
-  completes, and the channel goes on meanwhile); a copy's is a RELEASE_WFI behind it.
-- An event record captures the stream's frontier: its syncpoint at the value it has then, and
-  whatever the stream waited for since its latest work (so a dependency passes on through any
-  number of events). ``stream_wait_event`` acquires every syncpoint of that frontier on the
+  completes, and the channel goes on meanwhile); a copy's is a release behind it.
+- An event record is a piece of the stream's work too: its own release (the event's host
+  semaphore, with its time stamp for a timing event), then the stream's syncpoint, so that a
+  wait for the event waits for that release, as on the GPU (a waiter starts after it, not as
+  the work before it ends). It captures the stream's frontier: its syncpoint, and whatever
+  the stream waited for since (so a dependency passes on through any number of events).
+  ``stream_wait_event`` acquires every syncpoint of that frontier on the
   waiting stream's channel, and the stream's next work on another channel (a copy channel)
   acquires them again, since channel order does not reach there.
 - Every piece of a stream's work also reaches the stream's tracking semaphore in host memory
-  (a kernel's as a QMD's second release, a copy's or graph launch's as a release behind its
-  syncpoint's): a host wait polls it. One whose stream has waited for an event since its
-  latest work pushes a release of the stream's host semaphore behind the stream (a fence),
-  and polls that.
+  (a kernel's as a QMD's second release; a copy's, event record's or graph launch's as a
+  RELEASE_WFI just before its syncpoint's, so that the stream's next work, which waits for
+  the syncpoint, cannot write it first): a host wait polls it. One whose stream has waited
+  for an event since its latest work pushes a release of the stream's host semaphore behind
+  the stream (a fence), and polls that.
 """
 
 from dataclasses import dataclass, field
@@ -78,13 +82,15 @@ def release_on_completion(stream, ch):
 
 
 def release_stream(cfg, pb, stream, ch):
-    """The stream's syncpoint released behind the work just pushed (RELEASE_WFI), then its
-    tracking semaphore in host memory."""
+    """The stream's tracking semaphore in host memory released behind the work just pushed
+    (RELEASE_WFI), then its syncpoint."""
     stream.work += 1
     stream.last_channel = ch
     stream.waits = {}
-    pb.sem_release(syncpoint_address(cfg, stream.syncpoint), stream.work, wfi=True)
-    pb.sem_release(stream.tracking, stream.work, wfi=False)     # and its tracking semaphore
+    # the tracking semaphore first: the stream's next work, perhaps on another channel, waits
+    # for the syncpoint, so its own tracking release cannot land before this one
+    pb.sem_release(stream.tracking, stream.work, wfi=True)
+    pb.sem_release(syncpoint_address(cfg, stream.syncpoint), stream.work, wfi=False)
 
 
 def host_wait(cfg, stream):

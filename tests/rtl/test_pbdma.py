@@ -269,3 +269,36 @@ def test_an_idle_channel_keeps_its_pbdma_until_another_waits_then_leaves_with_no
         await tick()
         assert ctx.get(dut.channel[0]) == 6 and ctx.get(dut.state[0]) == PbdmaState.LOAD
     bench(ONE, body, {5: {"put": 0}, 6: {"put": 1}})
+
+
+def test_with_no_channel_ready_a_free_pbdma_takes_a_parked_one_and_gives_it_up_for_a_ready_one():
+    async def body(ctx, dut, tick, now):
+        # channel 2 is parked on an acquire (as a TSG's channel is when its context comes
+        # back), on no PBDMA, and nothing else has work: it is loaded, to wait there
+        ctx.set(dut.pending, 1 << 2)
+        ctx.set(dut.parked, 1 << 2)
+        ctx.set(dut.stuck, 1 << 2)
+        await tick()
+        assert ctx.get(dut.channel[0]) == 2 and ctx.get(dut.state[0]) == PbdmaState.LOAD
+        await run_loaded(ctx, dut, tick)
+        for _ in range(10):
+            await tick()
+        assert ctx.get(dut.running[0]) and ctx.get(dut.resident) == 1 << 2
+        # a channel ready to run: the parked one leaves for it
+        ctx.set(dut.pending, (1 << 2) | (1 << 4))
+        while ctx.get(dut.resident) & (1 << 2):
+            await tick()
+        await tick()
+        assert ctx.get(dut.channel[0]) == 4 and ctx.get(dut.state[0]) == PbdmaState.LOAD
+    bench(ONE, body, {2: {"put": 1}, 4: {"put": 1}})
+
+
+def test_a_ready_channel_is_bound_before_a_parked_one():
+    async def body(ctx, dut, tick, now):
+        ctx.set(dut.pending, (1 << 1) | (1 << 6))
+        ctx.set(dut.parked, 1 << 1)
+        ctx.set(dut.stuck, 1 << 1)
+        assert ctx.get(dut.bind_channel) == 6
+        await tick()
+        assert ctx.get(dut.channel[0]) == 6
+    bench(SMALL, body, {1: {"put": 1}, 6: {"put": 1}})

@@ -220,6 +220,34 @@ def test_a_dependency_passes_on_through_a_second_event(params):
     assert kc["start"] >= ka["end"]
 
 
+def test_a_waiter_starts_after_the_event_is_released_not_as_the_work_before_it_ends(params):
+    """xstream_t1 on the H200: a's kernel, a timing event, b waits for it, a's next kernel:
+    b's kernel starts after a's next one, whose launch comes right behind the event's release
+    (written with its time stamp) in a's channel; had b waited for a's kernel itself, it would
+    start first."""
+    w = workload(streams("a", "b") + [_ev("e", timing=True), launch("a", 20_000),
+                                      _rec("e", "a"), _wait("b", "e"), launch("b"),
+                                      launch("a", 20_000), {"op": "device_synchronize"}])
+    a1, b, a2 = kernels(simulate(w, params, profiler="cupti").records)
+    assert a1["end"] <= a2["start"] < b["start"] < a2["end"]
+
+
+def test_a_stream_hopping_between_copy_engines_completes_in_order(params):
+    """Ordering fuzz seed 14.26, minimised: a's event record, then two copies on two copy
+    engines; the second copy's tracking release must not be overtaken by the first's, or
+    the synchronize waits for a value already passed."""
+    w = workload(streams("a", "b", "c", priorities={"b": -2, "c": -1}) + [
+        _ev("e0", timing=True), _ev("e1"), launch("a", 36_312), _rec("e1", "a"),
+        launch("c", 708), launch("c", 215),
+        {"op": "memcpy_async", "stream": "a", "kind": "d2h", "bytes": 4},
+        {"op": "memcpy_async", "stream": "a", "kind": "d2d", "bytes": 4096},
+        launch("b", 26_726), _rec("e0", "b"), {"op": "device_synchronize"}],
+        max_connections=2)
+    r = simulate(w, params)
+    (sync,) = [x for x in r.records if x["kind"] == "sync"]
+    assert sync["end"] >= max(x["end"] for x in r.records if x["kind"] in ("kernel", "memcpy"))
+
+
 def test_stream_synchronize_of_a_stream_holding_only_a_wait_waits_for_it(params):
     w = workload(streams("a", "b") + [_ev("e"), launch("a", 20_000), _rec("e", "a"),
                                       _wait("b", "e"),
