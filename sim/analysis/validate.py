@@ -84,12 +84,12 @@ def recorded_host_scale(params, launch_api_us):
     """``host_cpu_scale`` of the vCPU a trace ran on, told by its median ``cudaLaunchKernel``
     (profiled): the reference machine's vCPUs run at two speeds (probe ``run_to_run``), the
     set is calibrated on a slow one, and a trace whose launches are nearer (geometrically) the
-    set's fast-vCPU launch time than its own ran on a fast one. Two speeds only: the launch
-    rows are still compared, and the trace's own time is not taken."""
+    set's launch time on a fast vCPU than on a slow one ran on a fast one. Two speeds only: the
+    launch rows are still compared, and the trace's own time is not taken."""
     if launch_api_us is None:
         return 1.0
-    slow = (params.launch_cpu_ns + params.cupti_launch_ns) / 1e3
-    fast = slow * params.host_fast_cpu_scale
+    slow = params.launch_call_ns(1.0) / 1e3
+    fast = params.launch_call_ns(params.host_fast_cpu_scale) / 1e3
     return params.host_fast_cpu_scale if launch_api_us < math.sqrt(slow * fast) else 1.0
 
 

@@ -116,8 +116,10 @@ class Params:
                                0.05, 20)
     host_fast_cpu_scale: float = _p("host_cpu_scale of the reference machine's fast vCPUs (its "
                                     "guest's vCPUs run at two speeds; the set is calibrated on "
-                                    "a slow one): traces recorded on a fast one are validated "
-                                    "with it", "x", 0.05, 20)
+                                    "a slow one): the CPU times' scale that gives their launch "
+                                    "calls, the kickoff taking the same time on both; traces "
+                                    "recorded on a fast one are validated with it", "x", 0.05,
+                                    20)
     acquire_retry_ns: float = _ns("syncpoint change -> parked acquires re-checked (a channel "
                                   "that failed an acquire retries after this)")
     acquire_poll_ns: float = _ns("re-checking one channel parked on an acquire and on no "
@@ -217,6 +219,15 @@ class Params:
                 GlobalReg.GRAPH_START: round(self.graph_start_ns),
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
+
+    def launch_call_ns(self, host_cpu_scale=None, profiled=True):
+        """A cudaLaunchKernel that does not block, start to return, on a host
+        ``host_cpu_scale`` times as slow (default: the set's): its encoding and the rest of
+        the driver's time follow the CPU, the kickoff's writes to the GPU (``kickoff_ns``)
+        do not (``Runtime.launch_kernel``; CUPTI's time inside it when ``profiled``)."""
+        s = self.host_cpu_scale if host_cpu_scale is None else host_cpu_scale
+        driver = max(self.launch_cpu_ns * s, self.launch_encode_ns * s + self.kickoff_ns)
+        return driver + (self.cupti_launch_ns * s if profiled else 0.0)
 
     def on_host(self):
         """The set as a run uses it: the driver's and the profiler's CPU times (the fields
