@@ -4,11 +4,7 @@
 # set's programs whose validation rows are furthest off on host time (fanout with 32
 # connections, copy_busy1, xstream_t1), with the same programs at 8 connections beside them.
 set -e
-R=sim/analysis/reference/h200
-CUDA=${CUDA_HOME:-$(dirname $(dirname $(readlink -f $(which nvcc))))}
-INC="-I$CUDA/include -I$CUDA/extras/CUPTI/include -L$CUDA/lib64 -L$CUDA/extras/CUPTI/lib64 -lcupti"
-nvcc -O2 -arch=sm_90 $R/fe_trace.cu $INC -o /tmp/fe_trace
-export LD_LIBRARY_PATH=$CUDA/lib64:$CUDA/extras/CUPTI/lib64:$LD_LIBRARY_PATH
+. sim/analysis/reference/h200/probes/build_fe_trace.sh
 mkdir -p $OUT/t
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $OUT/t/smi.csv
 for run in 1 2 3 4; do

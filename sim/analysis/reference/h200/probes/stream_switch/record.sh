@@ -5,11 +5,7 @@
 # run, a launch into the stream just launched into against the first into the next stream,
 # whose previous launch was S - 1 streams ago.
 set -e
-R=sim/analysis/reference/h200
-CUDA=${CUDA_HOME:-$(dirname $(dirname $(readlink -f $(which nvcc))))}
-INC="-I$CUDA/include -I$CUDA/extras/CUPTI/include -L$CUDA/lib64 -L$CUDA/extras/CUPTI/lib64 -lcupti"
-nvcc -O2 -arch=sm_90 $R/fe_trace.cu $INC -o /tmp/fe_trace
-export LD_LIBRARY_PATH=$CUDA/lib64:$CUDA/extras/CUPTI/lib64:$LD_LIBRARY_PATH
+. sim/analysis/reference/h200/probes/build_fe_trace.sh
 mkdir -p $OUT/t
 for run in 1 2 3; do
   for s in 2 3 4 5 6 8 16; do
