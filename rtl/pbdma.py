@@ -35,24 +35,25 @@ class PbdmaUnits(wiring.Component):
     queue, so the PBDMA always knows the exact position decoded: when the last dword of an
     entry is popped, the entry is retired and the channel's GP_GET written back.
 
-    *Binding.* A free PBDMA loads a channel that has work (entries not decoded, or a method
-    word to replay), belongs to the TSG the runlist scheduler serves, and is not parked,
-    resident or in error: the highest priority first, round robin among channels of a level.
-    Loading reads the channel's ring context and waits ``ctx_load`` ns (the context load);
-    the fetch then resumes where decoding stopped: the rest of a segment first, then the next
-    entries.
+    *Binding.* A free PBDMA loads a channel that has work (entries not decoded, or a method word
+    to replay), belongs to the TSG the runlist scheduler serves, and is not parked, resident or
+    in error: the highest priority first, round robin among channels of a level. With no such
+    channel, it loads a parked one (round robin): its acquire waits there, and once released it
+    runs on without a load, as a context's blocked channel does when its TSG comes back. Loading
+    reads the channel's ring context and waits ``ctx_load`` ns (the context load); the fetch
+    then resumes where decoding stopped: the rest of a segment first, then the next entries.
 
     *Switching out* (the switch policies): a channel leaves its PBDMA when it is in error, when
     its TSG is no longer served, and, one PBDMA at a time while none is free, when it is stuck
     (parked on an acquire or blocked on a release) or has no work left while another channel
-    waits for a PBDMA (ready to run: a parked one does not take a PBDMA; when it wakes, it pays
-    a save and a load), when a channel of greater priority waits, or when its channel timeslice
-    (``ch_timeslice`` ns, 0: none) is over while another waits. Switching out first drains (no
-    new reads; the reads in flight land; the CP writes its decode context back), then throws the
-    FIFO data away, writes the position decoded back (GP_GET and the rest of the segment: what
-    was fetched beyond is fetched again when the channel returns) and waits ``ctx_save`` ns, or
-    nothing for a channel that ran dry (no entries left, nothing to replay: its GP_GET is all
-    there is to save). A channel in error is dropped without a save.
+    waits for a PBDMA (ready to run: a parked one takes only a PBDMA no ready channel wants; one
+    that wakes on no PBDMA pays a load), when a channel of greater priority waits, or when its
+    channel timeslice (``ch_timeslice`` ns, 0: none) is over while another waits. Switching out
+    first drains (no new reads; the reads in flight land; the CP writes its decode context
+    back), then throws the FIFO data away, writes the position decoded back (GP_GET and the rest
+    of the segment: what was fetched beyond is fetched again when the channel returns) and waits
+    ``ctx_save`` ns, or nothing for a channel that ran dry (no entries left, nothing to replay:
+    its GP_GET is all there is to save). A channel in error is dropped without a save.
 
     *The context port*: saves and loads go through one port, whichever PBDMA they are for, one
     at a time (a save before a load): however many PBDMAs there are, channels change at most
