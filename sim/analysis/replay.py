@@ -5,11 +5,17 @@ The workload keeps, from the trace: the order of the CUDA calls, the CPU time be
 duration (as a one-block kernel of that length, of the recorded block size; the model adds
 its block overhead, so it is taken off). Kernel launches (runtime ``cudaLaunchKernel*`` and
 driver ``cuLaunchKernel``) become ``launch_kernel``; copies ``memcpy_async``; device and stream
-synchronisations ``device_synchronize``; any other call is CPU time.
+synchronisations ``device_synchronize``; event records and stream waits ``event_record`` and
+``stream_wait_event`` (the trace's record and wait calls name no stream or event: a record is
+on the stream of its thread's latest work, as PyTorch's current stream makes it, one event a
+stream; a wait is for the thread's latest record, by the stream of its thread's next work, and
+is left out when that is the recording stream or there is no such work); any other call is
+CPU time.
 
 ``as_graph``: the launches between two host synchronisations are captured into one CUDA
 graph, instantiated beforehand, and replayed with one ``graph_launch``; the CPU work between
-them is gone, as it would be in a graph replay. That predicts what the program would take
+them is gone, as it would be in a graph replay (every stream's work in one line: the events
+are not captured yet). That predicts what the program would take
 with CUDA graphs.
 
 Steps: a trace with ``ProfilerStep#`` marks has that many; otherwise the number of
@@ -21,6 +27,8 @@ from gpufe.sim.analysis.traces import read_trace_located, TraceError, GRAPH_LAUN
 from gpufe.sim.host.workload import LIMITS
 
 LAUNCH_NAMES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC")
+RECORD_NAMES = ("cudaEventRecord", "cuEventRecord")
+WAIT_NAMES = ("cudaStreamWaitEvent", "cuStreamWaitEvent")
 SYNC_NAMES = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cuCtxSynchronize",
               "cuStreamSynchronize")
 COPY_KINDS = {code: kind for kind, code in _COPY_KIND_CODES.items()}
@@ -80,16 +88,44 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     block_max = LIMITS[("launch_kernel", "block_ns")][1]
     sleep_max = LIMITS[("host_sleep", "ns")][1]
     bytes_max = LIMITS[("memcpy_async", "bytes")][1]
+    calls = _calls(records, where)
+    # the stream of each thread's next work after each call (where a wait's stream is told)
+    next_stream, ahead = [None] * len(calls), {}
+    for i in range(len(calls) - 1, -1, -1):
+        call, _, w, _ = calls[i]
+        next_stream[i] = ahead.get(call.get("tid"))
+        if w is not None:
+            ahead[call.get("tid")] = w["stream"]
     # segments of launches/copies between host synchronisations
     ops = []                 # (kind, payload) in order
     last_end = None
     graph_calls = 0
-    for call, loc, w, w_loc in _calls(records, where):
+    last_stream, last_record, events = {}, {}, {}
+    for i, (call, loc, w, w_loc) in enumerate(calls):
         gap = 0 if last_end is None else max(call["start"] - last_end, 0)
         last_end = call["end"]
         name_ = call["name"].split("_v")[0]
         graph_calls += name_.startswith(GRAPH_LAUNCHES)
-        if name_.startswith(LAUNCH_NAMES) and w is not None and w["kind"] == "kernel":
+        tid = call.get("tid")
+        if w is not None:
+            last_stream[tid] = w["stream"]
+        if name_.startswith(RECORD_NAMES) and tid in last_stream:
+            # recorded on the thread's current stream: its latest work's (PyTorch's rule; a
+            # trace's record names no stream); one event a stream, recorded again each time
+            sid = last_stream[tid]
+            ev = events.setdefault(sid, f"e{sid}")
+            last_record[tid] = sid
+            ops.append(("cpu", gap, loc))
+            ops.append(("dep", at({"op": "event_record", "event": ev,
+                                   "stream": stream_of({"stream": sid})}, loc), loc))
+        elif name_.startswith(WAIT_NAMES) and last_record.get(tid) is not None \
+                and next_stream[i] is not None and next_stream[i] != last_record[tid]:
+            # the thread's latest record, waited for by the stream of its next work
+            ops.append(("cpu", gap, loc))
+            ops.append(("dep", at({"op": "stream_wait_event",
+                                   "stream": stream_of({"stream": next_stream[i]}),
+                                   "event": events[last_record[tid]]}, loc), loc))
+        elif name_.startswith(LAUNCH_NAMES) and w is not None and w["kind"] == "kernel":
             block = w.get("block") or [32, 1, 1]
             dur = max(w["end"] - w["start"] - sm_ns, 0)
             if round(dur) > block_max:
@@ -124,6 +160,9 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
                             if graph_calls else ""))
     prog = [{"op": "stream_create", "name": n} for n in sorted(streams.values())]
     if not as_graph:
+        # PyTorch's events: cudaEventDisableTiming unless asked
+        prog += [{"op": "event_create", "name": e, "timing": False}
+                 for e in sorted(events.values())]
         prog.append({"op": "mark", "what": "rep_begin"})
         for kind, op, loc in ops:
             if kind == "cpu" and op > sleep_max:
@@ -132,7 +171,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
                                  f"at once")
             if kind == "cpu" and op > 0:
                 prog.append(at({"op": "host_sleep", "ns": op}, loc))
-            elif kind == "work":
+            elif kind in ("work", "dep"):
                 prog.append(op)
             elif kind == "sync":
                 prog.append(at({"op": "device_synchronize"}, loc))

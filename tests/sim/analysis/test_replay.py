@@ -10,6 +10,7 @@ from gpufe.sim.analysis.replay import count_steps, replay, step_summary, workloa
 from gpufe.sim.analysis.scenarios import HERE
 from gpufe.sim.analysis.traces import read_trace
 from gpufe.sim.host.workload import parse_workload
+from gpufe.sim.run import simulate
 
 REF = HERE / "h200"
 
@@ -145,3 +146,58 @@ def test_as_graph_splits_segments_larger_than_the_graph_walker(tmp_path):
         sp.Params.frontend_config = orig
     ops = [op["op"] for op in w["program"]]
     assert ops.count("graph_instantiate") == 3 and ops.count("launch_kernel") == 7
+
+
+# -- dependencies: events recorded and waited for ----------------------------------------------
+
+def _deps_hold(w, result):
+    """Every stream_wait_event of the replayed program against the model's timeline: the
+    waiting stream's later work starts after the recorded stream's work before the record.
+    Returns how many (wait, later work) pairs were checked."""
+    work = {}                      # stream name -> its kernels and copies in issue order
+    names = result.stream_names
+    for r in sorted((r for r in result.records if r["kind"] in ("kernel", "memcpy")),
+                    key=lambda r: r["corr"]):
+        work.setdefault(names[r["stream"]], []).append(r)
+    issued, recorded, waits = {}, {}, []
+    for op in w["program"]:
+        if op["op"] in ("launch_kernel", "memcpy_async"):
+            issued[op["stream"]] = issued.get(op["stream"], 0) + 1
+        elif op["op"] == "event_record":
+            recorded[op["event"]] = (op["stream"], issued.get(op["stream"], 0))
+        elif op["op"] == "stream_wait_event" and op["event"] in recorded:
+            waits.append((op["stream"], issued.get(op["stream"], 0), recorded[op["event"]]))
+    checked = 0
+    for stream, after, (src, upto) in waits:
+        if upto == 0:
+            continue
+        done = max(r["end"] for r in work[src][:upto])
+        for r in work.get(stream, [])[after:]:
+            assert r["start"] >= done, (stream, after, src, upto, r)
+            checked += 1
+    return checked
+
+
+def test_a_recorded_event_orders_the_stream_that_waits_for_it(tmp_path):
+    """Kineto's records and waits name no stream: the record is on the thread's latest work's
+    stream, the wait on its next work's; stream 9's short kernel, launched after stream 7's
+    10 ms one and a wait, starts after it (without the wait it would run at once)."""
+    events = pair(1, 10.0, dur=10_000.0, stream=7)
+    events += [kev("cuda_runtime", "cudaEventRecordWithFlags", 20.0, 1.0, correlation=2),
+               kev("cuda_runtime", "cudaStreamWaitEvent", 30.0, 1.0, correlation=3)]
+    events += pair(4, 40.0, dur=2.0, stream=9)
+    events += [kev("cuda_runtime", "cudaDeviceSynchronize", 50.0, 10_000.0, correlation=5)]
+    w, _ = prepare(trace(tmp_path, events), load("h200"))
+    ops = [(op["op"], op.get("stream"), op.get("event")) for op in w["program"]
+           if op["op"] in ("event_record", "stream_wait_event")]
+    assert ops == [("event_record", "s7", "e7"), ("stream_wait_event", "s9", "e7")]
+    result = simulate(w, load("h200"), backend="compiled")
+    assert _deps_hold(w, result) == 1
+    a, b = sorted((r for r in result.records if r["kind"] == "kernel"), key=lambda r: r["corr"])
+    assert b["start"] >= a["end"] > a["start"] + 9_000_000
+
+
+@pytest.mark.parametrize("program", ["loader", "twostream"])
+def test_a_pytorch_replay_keeps_every_cross_stream_dependency(program):
+    w, _ = prepare(REF / "torch2" / f"{program}_eager.json.gz", load("h200"))
+    assert _deps_hold(w, simulate(w, load("h200"), backend="compiled")) > 0
