@@ -19,6 +19,7 @@ parameter, its target metric, the model and the measured value. ``gpufe calibrat
 both (``sim/params/h200.json`` and ``h200_residuals.json``).
 """
 
+import functools
 import json
 import math
 import re
@@ -97,6 +98,14 @@ def fast_vcpu_scale(kickoff_ns):
     same time on both (``Params.launch_call_ns``). 3.93 against 5.44 us less 2.27 gives 0.52,
     as the loop's own code between two calls does (0.31 against 0.55 us), where a ratio of
     whole calls (0.72) would make a fast vCPU's event record or loop 40% too slow."""
+    fast, slow = _vcpu_launch_medians_ns()
+    return (fast - kickoff_ns) / (slow - kickoff_ns)
+
+
+@functools.lru_cache(maxsize=None)
+def _vcpu_launch_medians_ns():
+    """(fast, slow): the launch call's median on each kind of vCPU over the probe's runs
+    (read once: calibrate asks again once the kickoff is fitted)."""
     fast, slow = [], []
     probe = HERE / "h200" / "probes" / "run_to_run"
     for path in sorted(probe.glob("chain_stream_*.jsonl.gz")):
@@ -105,8 +114,7 @@ def fast_vcpu_scale(kickoff_ns):
         records = read_fe_trace(path)
         launch = _api_median_ns(records, "cudaLaunchKernel")
         (fast if _launch_gap_median_ns(records) < FAST_VCPU_CALL_GAP_NS else slow).append(launch)
-    return ((statistics.median(fast) - kickoff_ns)
-            / (statistics.median(slow) - kickoff_ns))
+    return statistics.median(fast), statistics.median(slow)
 
 
 #: submitted -> start above this (ns) marks CUPTI's shared-slot state (probe

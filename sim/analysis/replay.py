@@ -74,8 +74,8 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     sm_ns = params.block_overhead_ns + (params.cupti_kernel_ns if profiler == "cupti" else 0)
     streams = {}
 
-    def stream_of(w):
-        sid = w["stream"]
+    def stream_of(sid):
+        """The workload's name of trace stream ``sid``."""
         if sid not in streams:
             streams[sid] = f"s{sid}"
         return streams[sid]
@@ -117,13 +117,13 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
             last_record[tid] = sid
             ops.append(("cpu", gap, loc))
             ops.append(("dep", at({"op": "event_record", "event": ev,
-                                   "stream": stream_of({"stream": sid})}, loc), loc))
+                                   "stream": stream_of(sid)}, loc), loc))
         elif name_.startswith(WAIT_NAMES) and last_record.get(tid) is not None \
                 and next_stream[i] is not None and next_stream[i] != last_record[tid]:
             # the thread's latest record, waited for by the stream of its next work
             ops.append(("cpu", gap, loc))
             ops.append(("dep", at({"op": "stream_wait_event",
-                                   "stream": stream_of({"stream": next_stream[i]}),
+                                   "stream": stream_of(next_stream[i]),
                                    "event": events[last_record[tid]]}, loc), loc))
         elif name_.startswith(LAUNCH_NAMES) and w is not None and w["kind"] == "kernel":
             block = w.get("block") or [32, 1, 1]
@@ -134,7 +134,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
                                  f"block, and the model runs a block at most "
                                  f"{block_max / 1e9:g} s")
             ops.append(("cpu", gap, loc))
-            ops.append(("work", at({"op": "launch_kernel", "stream": stream_of(w),
+            ops.append(("work", at({"op": "launch_kernel", "stream": stream_of(w["stream"]),
                                     "kernel": w["name"][:40], "grid": [1, 1, 1],
                                     "block": [min(max(int(b), 1), 1024) for b in block[:3]],
                                     "block_ns": round(dur)}, w_loc), loc))
@@ -144,7 +144,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
                 raise TraceError(f"{w_loc or path}: a copy of {w['bytes']:,} bytes; the model "
                                  f"copies at most {bytes_max:,} bytes at once")
             ops.append(("cpu", gap, loc))
-            ops.append(("work", at({"op": "memcpy_async", "stream": stream_of(w),
+            ops.append(("work", at({"op": "memcpy_async", "stream": stream_of(w["stream"]),
                                     "kind": COPY_KINDS[w["copy_kind"]], "bytes": w["bytes"]},
                                    w_loc), loc))
         elif name_.startswith(SYNC_NAMES):
