@@ -161,61 +161,67 @@ def _vcd_target(args, params):
 
 
 def _prepare_from_trace(args, params):
-    """The trace read and its replays prepared and checked: (measured metrics, runs), each
-    run (label, as_graph, workload, steps)."""
+    """The trace read and its replays prepared and checked: (measured per step, steps, runs),
+    each run (label, as_graph, profiler, workload). Eager and (with --as-graph) as a graph,
+    each profiled and unprofiled; the run of --profiler comes last of its kind."""
     from gpufe.sim.params import check_config
-    from gpufe.sim.analysis.replay import prepare
+    from gpufe.sim.analysis.replay import prepare, per_step_us
     from gpufe.sim.analysis.traces import read_trace_located
-    from gpufe.sim.analysis.metrics import metrics
     trace = read_trace_located(args.from_trace)
-    measured = metrics(trace[0])
-    runs = []
-    for label, as_graph in [("eager", False)] + ([("graph", True)] if args.as_graph else []):
-        w, steps = prepare(args.from_trace, params, as_graph=as_graph, profiler=args.profiler,
-                           max_connections=args.max_connections, limits=not args.no_limits,
-                           trace=trace)
-        check_config(params, args.max_connections or w["max_connections"]
-                     or params.max_connections, args.params)
-        runs.append((label, as_graph, w, steps))
-    return measured, runs
+    runs, steps = [], 1
+    other = "off" if args.profiler == "cupti" else "cupti"
+    for as_graph in (False, True) if args.as_graph else (False,):
+        for profiler in (other, args.profiler):
+            w, steps = prepare(args.from_trace, params, as_graph=as_graph, profiler=profiler,
+                               max_connections=args.max_connections,
+                               limits=not args.no_limits, trace=trace)
+            check_config(params, args.max_connections or w["max_connections"]
+                         or params.max_connections, args.params)
+            label = ("as graph" if as_graph else "eager") + (", profiled" if profiler == "cupti"
+                                                             else ", unprofiled")
+            runs.append((label, as_graph, profiler, w))
+    return per_step_us(trace[0], steps), steps, runs
 
 
-def _run_from_trace(args, params, backend, progress, measured, runs):
+def _run_from_trace(args, params, backend, progress, measured, steps, runs):
+    """Every replay of the trace, and one screen: time per step, measured (the trace, under
+    its profiler) and the model's, profiled and not, eager and as a graph. The timeline, trace
+    and VCD written are the last run's: --profiler's, as a graph with --as-graph."""
     import json
     from gpufe.sim.analysis.replay import step_summary
     from gpufe.sim.run import simulate
     from gpufe.sim.analysis.timeline import write_jsonl, perfetto
     # --json: the same figures as one JSON object, printed at the end instead of the lines
     say = (lambda *a: None) if args.json else print
-    say(f"gpufe run --from-trace {args.from_trace} (profiler {args.profiler}, params "
-        f"{params.name})")
-    say(f"  measured (trace): {measured.get('kernels', 0)} kernels, GPU span "
-        f"{measured.get('gpu_span_us', 0):,.1f} us")
+    say(f"gpufe run --from-trace {args.from_trace} (params {params.name}; {steps} steps)")
+    say(f"  {'measured (the trace, profiled)':34s} {measured:12,.1f} us a step")
     out = {}
-    for i, (label, as_graph, w, steps) in enumerate(runs):
+    for i, (label, as_graph, profiler, w) in enumerate(runs):
         last = i == len(runs) - 1          # the run whose timeline, trace and VCD are written
         result = simulate(w, params, args.max_connections,
                           vcd=_vcd_target(args, params) if last else None,
                           jumps=not args.no_jumps, progress=progress,
-                          backend=backend, profiler=args.profiler)
+                          backend=backend, profiler=profiler)
         s = out[label] = dict(step_summary(result, steps), wall_s=result.wall_s)
-        say(f"  model, {label:5s}: {s['kernels']} kernels in {steps} steps; "
-            f"{s['per_step_us']:,.1f} us per step, GPU span {s['gpu_span_us']:,.1f} us, "
-            f"wall {s['wall_us']:,.1f} us (simulated in {result.wall_s:.1f} s)")
+        vs = (f" ({100 * (s['per_step_us'] / measured - 1):+.1f}% against the trace)"
+              if profiler == "cupti" and not as_graph and measured > 0 else "")
+        say(f"  {'model, ' + label:34s} {s['per_step_us']:12,.1f} us a step, "
+            f"{s['kernels_per_step']:,.1f} kernels{vs} (simulated in {result.wall_s:.1f} s)")
         if last and args.timeline:
             write_jsonl(result.records, args.timeline)
         if last and args.perfetto:
             with open(args.perfetto, "w") as f:
                 json.dump(perfetto(result.records, result.stream_names), f)
     if args.as_graph:
-        e, g = out["eager"]["per_step_us"], out["graph"]["per_step_us"]
-        say(f"  CUDA graphs would take {g:,.1f} us per step instead of {e:,.1f} "
-            f"({100 * (1 - g / e):.0f}% less)" if e > 0 else
-            f"  CUDA graphs would take {g:,.1f} us per step instead of {e:,.1f}")
+        for regime in ("profiled", "unprofiled"):
+            e = out[f"eager, {regime}"]["per_step_us"]
+            g = out[f"as graph, {regime}"]["per_step_us"]
+            say(f"  CUDA graphs, {regime}: {g:,.1f} us a step instead of {e:,.1f}"
+                + (f" ({100 * (1 - g / e):.0f}% less)" if e > 0 else ""))
     if args.json:
         print(json.dumps({"trace": args.from_trace, "profiler": args.profiler,
-                          "params": params.name, "measured": measured, "model": out},
-                         indent=1))
+                          "params": params.name, "steps": steps,
+                          "measured": {"per_step_us": measured}, "model": out}, indent=1))
     return 0
 
 
@@ -241,12 +247,11 @@ def cmd_metrics(args):
 
 def cmd_validate(args):
     from gpufe.sim.params import load
-    from gpufe.sim.analysis.scenarios import scenario_names
     from gpufe.sim.analysis import validate as v
     check_outputs({"--json": args.json, "--plot": args.plot}, inputs=(args.params,))
     from gpufe.sim.params import apply_settings
     params = apply_settings(load(args.params), args.set)
-    names = scenario_names()
+    names = v.validation_names()
     if args.scenarios:
         unknown = sorted(set(args.scenarios) - set(names))
         if unknown:
@@ -428,7 +433,10 @@ def main(argv=None):
     run.add_argument("workload", nargs="?", help="workload file (see examples/ and "
                                                  "docs/workload.md)")
     run.add_argument("--from-trace", metavar="TRACE",
-                     help="replay a profiler trace (Kineto JSON or fe_trace JSONL) instead")
+                     help="replay a profiler trace (Kineto JSON or fe_trace JSONL) instead: "
+                          "the program it recorded, profiled and unprofiled (the profiler's "
+                          "own CPU time taken out), time per step against the trace's; "
+                          "--profiler picks the run whose timeline is written")
     run.add_argument("--as-graph", action="store_true",
                      help="with --from-trace: also run the launches between host "
                           "synchronisations as one CUDA graph, and compare")

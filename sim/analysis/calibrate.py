@@ -176,6 +176,28 @@ def rounded(name, value):
     return round(value, 1) if name.endswith("_ns") else round(value, 3)
 
 
+#: probe torch_profiler_cost's cases: (operator records, launch calls, other CUDA calls) per op
+PROFILER_CASES = {"gpu_new": (1, 1, 0), "gpu_inplace": (1, 1, 0), "gpu_side": (1, 1, 0),
+                  "gpu_mm": (2, 1, 1), "cpu_inplace": (1, 0, 0), "cpu_item": (2, 0, 0)}
+
+
+def profiler_op_ns(params):
+    """torch.profiler's CPU time per operator record, from probe ``torch_profiler_cost``
+    (profiled and unprofiled rounds of one loop interleaved in one process, two processes):
+    per case, the profiled time per op less the unprofiled, less CUPTI's per-call costs (at
+    ``params``), over the op's records; the median over cases and runs."""
+    per = []
+    for path in sorted((HERE / "h200" / "probes" / "torch_profiler_cost")
+                       .glob("profiler_cost_*.json")):
+        cases = json.loads(path.read_text())["cases"]
+        for name, (ops, launches, calls) in PROFILER_CASES.items():
+            c = cases[name]
+            cupti = (launches * (params.cupti_launch_ns + params.cupti_call_gap_ns)
+                     + calls * params.cupti_call_gap_ns)
+            per.append(((c["on_us_per_op"] - c["off_us_per_op"]) * 1e3 - cupti) / ops)
+    return max(statistics.median(per), 0.0)
+
+
 def direct_fit():
     """Parameters read straight off the traces (ns)."""
     out = {}
@@ -220,6 +242,7 @@ def direct_fit():
     per_node = max(_line(issue)[1], 0.0)
     out["graph_launch_per_node_ns"] = per_node
     out["cupti_graph_node_ns"] = max(b - per_node, 0.0)
+    out["profiler_op_ns"] = profiler_op_ns(host)
     inst = [(r["nodes"], r["instantiate_ns"]) for t in graphs for r in t
             if r["kind"] == "meta" and r["what"] == "graph_built"]
     a, b = _line(inst)

@@ -22,6 +22,9 @@ Steps: a trace with ``ProfilerStep#`` marks has that many; otherwise the number 
 ``Optimizer.step`` annotations (PyTorch training loops); otherwise 1.
 """
 
+import bisect
+import statistics
+
 from gpufe.rtl.layouts import COPY_KINDS as _COPY_KIND_CODES
 from gpufe.sim.analysis.traces import read_trace_located, TraceError, GRAPH_LAUNCHES
 from gpufe.sim.host.workload import LIMITS
@@ -32,38 +35,127 @@ WAIT_NAMES = ("cudaStreamWaitEvent", "cuStreamWaitEvent")
 SYNC_NAMES = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cuCtxSynchronize",
               "cuStreamSynchronize")
 COPY_KINDS = {code: kind for kind, code in _COPY_KIND_CODES.items()}
+#: the kernel name a replayed memset gets
+MEMSET = "[memset]"
 
 
 def count_steps(path, records):
+    """Steps of a trace: its ``ProfilerStep#`` (or fe_trace repetition) marks; else its
+    ``Optimizer.step`` annotations (PyTorch training loops); else its graph launches (a graph
+    program replays one graph a step); else 1."""
     reps = sum(1 for r in records if r["kind"] == "meta" and r["what"] == "rep_begin")
     if reps:
         return reps
-    # a Kineto trace's reader counts its Optimizer.step annotations
-    return (records[0].get("optimizer_steps") if records else None) or 1
+    opt = records[0].get("optimizer_steps") if records else None
+    if opt:
+        return opt
+    graphs = sum(1 for r in records if r["kind"] in ("runtime", "driver")
+                 and r["name"].startswith(GRAPH_LAUNCHES))
+    return graphs or 1
 
 
 def _calls(records, where=None):
-    """Host calls in issue order, each with the kernel or copy it launched (or None), and
-    where the call and its work are in the trace. A correlation id names one launch: its
-    work goes to the first call (in issue order) that has it; a graph launch's nodes share
-    their call's id and are not replayed one by one."""
+    """Host calls and step marks in issue order: (record, where, work, work's where), ``work``
+    the kernel, copy or memset the call launched (a list of kernels and copies for a graph
+    launch), or None. A correlation id names one launch: its work goes to the first call (in
+    issue order) that has it (a runtime call and the driver call it makes share theirs)."""
     where = where or [None] * len(records)
     work = {}
     for r, loc in zip(records, where):
-        if r["kind"] in ("kernel", "memcpy"):
+        if r["kind"] in ("kernel", "memcpy", "memset"):
             work.setdefault(r["corr"], []).append((r, loc))
-    calls = [(r, loc) for r, loc in zip(records, where) if r["kind"] in ("runtime", "driver")]
-    calls.sort(key=lambda c: (c[0]["start"], c[0]["corr"]))
+    items = [(r, loc) for r, loc in zip(records, where)
+             if r["kind"] in ("runtime", "driver")
+             or r["kind"] == "meta" and r["what"] in ("rep_begin", "rep_end")]
+    items.sort(key=lambda c: (c[0].get("start", c[0].get("t")), c[0].get("corr", -1)))
     out, taken = [], set()
-    for c, loc in calls:
-        ws = work.get(c["corr"])
+    for c, loc in items:
         w = w_loc = None
-        if ws and len(ws) == 1 and c["corr"] not in taken \
-                and not c["name"].startswith(GRAPH_LAUNCHES):
-            (w, w_loc), = ws
-            taken.add(c["corr"])
+        ws = work.get(c.get("corr"))
+        if c["kind"] != "meta" and ws and c["corr"] not in taken:
+            if c["name"].startswith(GRAPH_LAUNCHES):
+                w, w_loc = [r for r, _ in ws if r["kind"] != "memset"], ws[0][1]
+                taken.add(c["corr"])
+            elif len(ws) == 1:
+                (w, w_loc), = ws
+                taken.add(c["corr"])
         out.append((c, loc, w, w_loc))
     return out
+
+
+def graph_of_launch(nodes):
+    """A graph launch's kernels and copies as a graph: (nodes in start order, each node's
+    dependencies as indices into that list). Node j depends on the nodes that ended before it
+    started, less those implied through another (the device ran them one after the other;
+    nodes that overlapped are independent)."""
+    nodes = sorted(nodes, key=lambda r: (r["start"], r["end"]))
+    by_end = sorted(range(len(nodes)), key=lambda i: (nodes[i]["end"], i))
+    ends = [nodes[i]["end"] for i in by_end]
+    anc = [0] * len(nodes)                # bitset of each node's ancestors
+    deps = []
+    for j, r in enumerate(nodes):
+        k = bisect.bisect_right(ends, r["start"])
+        cand = [i for i in by_end[:k] if i != j]
+        want = 0
+        for i in cand:
+            want |= 1 << i
+        covered, mine = 0, []
+        for i in reversed(cand):
+            if not want & ~covered:
+                break
+            if not covered >> i & 1:
+                mine.append(i)
+                covered |= anc[i] | 1 << i
+        deps.append(sorted(mine))
+        anc[j] = covered
+    return nodes, deps
+
+
+def _capture_graph(name, nodes, deps, lanes, stream_of, kernel_op):
+    """Ops that capture the graph (``nodes``, ``deps``) from streams: node j goes on a lane
+    (stream) whose last node it depends on or descends from, else on a new lane forked from
+    the capture's start; its other dependencies are event waits. ``lanes``: the replay's lane
+    streams so far (grown here)."""
+    ops, tail, anc, used = [], {}, [], []
+    fork = f"{name}_fork"
+    events = {fork}
+
+    def ev(i):
+        events.add(f"{name}_n{i}")
+        return f"{name}_n{i}"
+
+    origin = stream_of(nodes[0]["stream"])
+    ops += [{"op": "stream_begin_capture", "stream": origin},
+            {"op": "event_record", "event": fork, "stream": origin}]
+    tail[origin] = None
+    used.append(origin)
+    for j, (r, d) in enumerate(zip(nodes, deps)):
+        a = set(d)
+        for i in d:
+            a |= anc[i]
+        anc.append(a)
+        lane = next((ln for ln in used if tail[ln] in d), None) \
+            or next((ln for ln in used if tail[ln] is None or tail[ln] in a), None)
+        if lane is None:
+            k = len(used) - 1
+            if k >= len(lanes):
+                lanes.append(f"lane{k}")
+            lane = lanes[k]
+            used.append(lane)
+            tail[lane] = None
+            ops.append({"op": "stream_wait_event", "stream": lane, "event": fork})
+        implied = anc[tail[lane]] | {tail[lane]} if tail[lane] is not None else set()
+        # (node i's event was recorded right after it: i < j)
+        ops += [{"op": "stream_wait_event", "stream": lane, "event": ev(i)}
+                for i in d if i not in implied]
+        ops += [kernel_op(r, lane), {"op": "event_record", "event": ev(j), "stream": lane}]
+        tail[lane] = j
+    for ln in used[1:]:
+        ops.append({"op": "stream_wait_event", "stream": origin,
+                    "event": ev(tail[ln]) if tail[ln] is not None else fork})
+    ops += [{"op": "stream_end_capture", "stream": origin, "graph": name},
+            {"op": "graph_instantiate", "graph": name}]
+    return ops, events
 
 
 def workload_from_trace(records, params, *, as_graph=False, profiler="off", name="replay",
@@ -72,6 +164,8 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     record, its place in the trace (:func:`gpufe.sim.analysis.traces.read_trace_located`); the ops made from
     a record carry it (``"_at"``), for errors to name."""
     sm_ns = params.block_overhead_ns + (params.cupti_kernel_ns if profiler == "cupti" else 0)
+    graph_sm_ns = params.block_overhead_ns + (params.cupti_graph_kernel_ns
+                                              if profiler == "cupti" else 0)
     streams = {}
 
     def stream_of(sid):
@@ -88,26 +182,87 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     block_max = LIMITS[("launch_kernel", "block_ns")][1]
     sleep_max = LIMITS[("host_sleep", "ns")][1]
     bytes_max = LIMITS[("memcpy_async", "bytes")][1]
+
+    def kernel_op(w, stream, w_loc=None, overhead=sm_ns):
+        """launch_kernel of a kernel record (or a memset: a kernel of its length)."""
+        dur = max(w["end"] - w["start"] - overhead, 0)
+        label = w["name"] if w["kind"] == "kernel" else MEMSET
+        if round(dur) > block_max:
+            raise TraceError(f"{w_loc or path}: {w['kind']} {label[:40]!r} runs "
+                             f"{dur / 1e9:.3g} s; a replay runs each kernel as one thread "
+                             f"block, and the model runs a block at most "
+                             f"{block_max / 1e9:g} s")
+        block = w.get("block") or [256, 1, 1]
+        return at({"op": "launch_kernel", "stream": stream, "kernel": label[:40],
+                   "grid": [1, 1, 1],
+                   "block": [min(max(int(b), 1), 1024) for b in block[:3]],
+                   "block_ns": round(dur)}, w_loc)
+
+    def copy_op(w, stream, w_loc=None):
+        if w["bytes"] > bytes_max:
+            raise TraceError(f"{w_loc or path}: a copy of {w['bytes']:,} bytes; the model "
+                             f"copies at most {bytes_max:,} bytes at once")
+        return at({"op": "memcpy_async", "stream": stream,
+                   "kind": COPY_KINDS[w["copy_kind"]], "bytes": w["bytes"]}, w_loc)
+
+    def node_op(w, lane):
+        if w["kind"] == "memcpy" and w["copy_kind"] in COPY_KINDS and w["bytes"] > 0:
+            return copy_op(w, lane)
+        return kernel_op(w, lane, overhead=graph_sm_ns)
+
     calls = _calls(records, where)
     # the stream of each thread's next work after each call (where a wait's stream is told)
     next_stream, ahead = [None] * len(calls), {}
     for i in range(len(calls) - 1, -1, -1):
         call, _, w, _ = calls[i]
         next_stream[i] = ahead.get(call.get("tid"))
-        if w is not None:
+        if isinstance(w, dict):
             ahead[call.get("tid")] = w["stream"]
-    # segments of launches/copies between host synchronisations
-    ops = []                 # (kind, payload) in order
+    # the trace's graphs: launches with the same kernels in the same order are one graph, its
+    # nodes' times the medians of theirs
+    graph_names, graph_runs, graph_of_call = {}, {}, {}
+    for i, (call, loc, w, _) in enumerate(calls):
+        if isinstance(w, list) and w:
+            nodes, deps = graph_of_launch(w)
+            key = (tuple((r["kind"], r.get("name"), r["stream"]) for r in nodes),
+                   tuple(map(tuple, deps)))
+            graph_names.setdefault(key, f"G{len(graph_names)}")
+            graph_runs.setdefault(key, []).append(nodes)
+            graph_of_call[i] = graph_names[key]
+    setup, lanes, graph_events = [], [], set()
+    for key, runs in graph_runs.items():
+        nodes = [dict(r, start=0, end=round(statistics.median(x[i]["end"] - x[i]["start"]
+                                                            for x in runs)))
+                 for i, r in enumerate(runs[0])]
+        ops_, evs = _capture_graph(graph_names[key], nodes, [list(d) for d in key[1]], lanes,
+                                   stream_of, node_op)
+        setup += ops_
+        graph_events |= evs
+    ops = []                 # (kind, payload, where) in issue order
     last_end = None
-    graph_calls = 0
     last_stream, last_record, events = {}, {}, {}
+    # the profiler's own CPU time in a trace's gaps (at the run's host speed): CUPTI's after
+    # every call (a profiled replay's calls add it back), the operator records' before a call
+    scale = params.host_cpu_scale
+    after_call = params.cupti_call_gap_ns * scale
+    per_record = params.profiler_op_ns * scale if profiler == "off" else 0.0
+    modelled = False          # whether the call before was one the model makes (not a sleep)
     for i, (call, loc, w, w_loc) in enumerate(calls):
+        if call["kind"] == "meta":
+            gap = 0 if last_end is None else max(call["t"] - last_end, 0)
+            last_end = max(last_end or 0, call["t"])
+            ops.append(("cpu", gap, loc))
+            ops.append(("mark", {"op": "mark", "what": call["what"]}, loc))
+            continue
         gap = 0 if last_end is None else max(call["start"] - last_end, 0)
+        if last_end is not None and (profiler == "off" or modelled):
+            gap = max(gap - after_call, 0)
+        gap = max(gap - per_record * call.get("cpu_ops", 0), 0)
         last_end = call["end"]
+        n_ops = len(ops)
         name_ = call["name"].split("_v")[0]
-        graph_calls += name_.startswith(GRAPH_LAUNCHES)
         tid = call.get("tid")
-        if w is not None:
+        if isinstance(w, dict):
             last_stream[tid] = w["stream"]
         if name_.startswith(RECORD_NAMES) and tid in last_stream:
             # recorded on the thread's current stream: its latest work's (PyTorch's rule; a
@@ -125,89 +280,132 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
             ops.append(("dep", at({"op": "stream_wait_event",
                                    "stream": stream_of(next_stream[i]),
                                    "event": events[last_record[tid]]}, loc), loc))
-        elif name_.startswith(LAUNCH_NAMES) and w is not None and w["kind"] == "kernel":
-            block = w.get("block") or [32, 1, 1]
-            dur = max(w["end"] - w["start"] - sm_ns, 0)
-            if round(dur) > block_max:
-                raise TraceError(f"{w_loc or path}: kernel {w['name'][:40]!r} runs "
-                                 f"{dur / 1e9:.3g} s; a replay runs each kernel as one thread "
-                                 f"block, and the model runs a block at most "
-                                 f"{block_max / 1e9:g} s")
+        elif isinstance(w, list) and w:
             ops.append(("cpu", gap, loc))
-            ops.append(("work", at({"op": "launch_kernel", "stream": stream_of(w["stream"]),
-                                    "kernel": w["name"][:40], "grid": [1, 1, 1],
-                                    "block": [min(max(int(b), 1), 1024) for b in block[:3]],
-                                    "block_ns": round(dur)}, w_loc), loc))
-        elif w is not None and w["kind"] == "memcpy" and w["copy_kind"] in COPY_KINDS \
+            ops.append(("graph", at({"op": "graph_launch",
+                                     "graph": graph_of_call[i],
+                                     "stream": stream_of(w[0]["stream"])}, loc), loc))
+        elif isinstance(w, dict) and w["kind"] == "kernel" \
+                and name_.startswith(LAUNCH_NAMES):
+            ops.append(("cpu", gap, loc))
+            ops.append(("work", kernel_op(w, stream_of(w["stream"]), w_loc), loc))
+        elif isinstance(w, dict) and w["kind"] == "memset":
+            ops.append(("cpu", gap, loc))
+            ops.append(("work", kernel_op(w, stream_of(w["stream"]), w_loc), loc))
+        elif isinstance(w, dict) and w["kind"] == "memcpy" and w["copy_kind"] in COPY_KINDS \
                 and w["bytes"] > 0:
-            if w["bytes"] > bytes_max:
-                raise TraceError(f"{w_loc or path}: a copy of {w['bytes']:,} bytes; the model "
-                                 f"copies at most {bytes_max:,} bytes at once")
             ops.append(("cpu", gap, loc))
-            ops.append(("work", at({"op": "memcpy_async", "stream": stream_of(w["stream"]),
-                                    "kind": COPY_KINDS[w["copy_kind"]], "bytes": w["bytes"]},
-                                   w_loc), loc))
+            ops.append(("work", copy_op(w, stream_of(w["stream"]), w_loc), loc))
         elif name_.startswith(SYNC_NAMES):
             ops.append(("cpu", gap, loc))
             ops.append(("sync", None, loc))
         else:
             # another call (attribute queries, capture checks...): CPU time
             ops.append(("cpu", gap + call["end"] - call["start"], loc))
-    if not streams:
+        modelled = len(ops) - n_ops > 1 or ops[-1][0] != "cpu"
+    if not any(kind in ("work", "graph") for kind, _, _ in ops):
         raise TraceError(f"{path or name}: nothing to replay: no kernel launch "
-                         f"({', '.join(LAUNCH_NAMES)}) or copy with its kernel or copy record"
-                         + (f" (its {graph_calls} graph launches are not replayed)"
-                            if graph_calls else ""))
+                         f"({', '.join(LAUNCH_NAMES)}), copy, memset or graph launch with its "
+                         f"kernel or copy records")
+    marked = any(kind == "mark" for kind, _, _ in ops)
     prog = [{"op": "stream_create", "name": n} for n in sorted(streams.values())]
-    if not as_graph:
-        # PyTorch's events: cudaEventDisableTiming unless asked
-        prog += [{"op": "event_create", "name": e, "timing": False}
-                 for e in sorted(events.values())]
-        prog.append({"op": "mark", "what": "rep_begin"})
-        for kind, op, loc in ops:
-            if kind == "cpu" and op > sleep_max:
-                raise TraceError(f"{loc or path}: {op / 1e9:,.3g} s of CPU time up to the end "
-                                 f"of this call; a replay sleeps at most {sleep_max / 1e9:,g} s "
-                                 f"at once")
-            if kind == "cpu" and op > 0:
-                prog.append(at({"op": "host_sleep", "ns": op}, loc))
-            elif kind in ("work", "dep"):
-                prog.append(op)
-            elif kind == "sync":
-                prog.append(at({"op": "device_synchronize"}, loc))
-        prog += [{"op": "device_synchronize"}, {"op": "mark", "what": "rep_end"}]
-    else:
-        # one graph per run of work between synchronisations (split where it would not fit
-        # the front end's graph walker), built before the timed part
-        most = params.frontend_config().graph_nodes_max
-        segments, cur = [], []
-        for kind, op, loc in ops:
-            if kind == "work":
-                cur.append(op)
-                if len(cur) == most:
-                    segments.append(cur)
-                    cur = []
-            elif kind == "sync" and cur:
-                segments.append(cur)
-                cur = []
-        if cur:
-            segments.append(cur)
-        cap = sorted(streams.values())[0] if streams else "s"
-        for i, seg in enumerate(segments):
-            prog.append({"op": "stream_begin_capture", "stream": cap})
-            # every stream's work joins the capture stream's order (a straight line)
-            prog += [dict(op, stream=cap) for op in seg]
-            prog += [{"op": "stream_end_capture", "stream": cap, "graph": f"g{i}"},
-                     {"op": "graph_instantiate", "graph": f"g{i}"}]
-        prog.append({"op": "mark", "what": "rep_begin"})
-        for i in range(len(segments)):
-            prog += [{"op": "graph_launch", "graph": f"g{i}", "stream": cap},
-                     {"op": "device_synchronize"}]
+    prog += [{"op": "stream_create", "name": n} for n in lanes]
+    # PyTorch's events: cudaEventDisableTiming unless asked
+    all_events = set(events.values()) | graph_events
+    if as_graph:
+        all_events |= {"fork"} | {f"join_{n}" for n in streams.values()}
+    prog += [{"op": "event_create", "name": e, "timing": False} for e in sorted(all_events)]
+    prog += setup
+    body = _eager_body(ops, sleep_max, path, at) if not as_graph else \
+        _graph_body(ops, prog, params, sorted(streams.values())[0])
+    if not marked:
+        body = [{"op": "mark", "what": "rep_begin"}] + body
+    prog += body + [{"op": "device_synchronize"}]
+    if not marked:
         prog.append({"op": "mark", "what": "rep_end"})
     w = {"name": name + ("_as_graph" if as_graph else ""), "program": prog}
-    if len(streams) > params.max_connections:
-        w["max_connections"] = min(len(streams), 32)
+    n_streams = len(streams) + len(lanes)
+    if n_streams > params.max_connections:
+        w["max_connections"] = min(n_streams, 32)
     return w
+
+
+def _eager_body(ops, sleep_max, path, at):
+    """The timed program of an eager replay: the calls in order, the CPU time between them as
+    sleeps."""
+    body = []
+    for kind, op, loc in ops:
+        if kind == "cpu" and op > sleep_max:
+            raise TraceError(f"{loc or path}: {op / 1e9:,.3g} s of CPU time up to the end "
+                             f"of this call; a replay sleeps at most {sleep_max / 1e9:,g} s "
+                             f"at once")
+        if kind == "cpu" and op > 0:
+            body.append(at({"op": "host_sleep", "ns": op}, loc))
+        elif kind in ("work", "dep", "graph", "mark"):
+            body.append(op)
+        elif kind == "sync":
+            body.append(at({"op": "device_synchronize"}, loc))
+    return body
+
+
+def _graph_body(ops, prog, params, origin):
+    """The timed program of an as-graph replay: each run of work between two host
+    synchronisations (or step marks, or launches of the trace's own graphs) captured into a
+    graph beforehand (appended to ``prog``), with its streams forked from and joined back to
+    ``origin`` as PyTorch's capture does, and its events and waits kept; the CPU time between
+    calls gone. A wait for an event recorded before the segment is left out: the
+    synchronisation between them has ordered it."""
+    most = params.frontend_config().graph_nodes_max
+    body, seg = [], []
+    n_graphs, n_work = [0], [0]
+
+    def flush():
+        if not n_work[0]:
+            seg.clear()
+            return
+        g = f"g{n_graphs[0]}"
+        n_graphs[0] += 1
+        cap = [{"op": "stream_begin_capture", "stream": origin},
+               {"op": "event_record", "event": "fork", "stream": origin}]
+        joined, recorded = {origin}, set()
+        for op in seg:
+            s = op["stream"]
+            if op["op"] == "stream_wait_event":
+                if op["event"] not in recorded:
+                    continue
+                joined.add(s)
+                cap.append(op)
+                continue
+            if s not in joined:
+                cap.append({"op": "stream_wait_event", "stream": s, "event": "fork"})
+                joined.add(s)
+            cap.append(op)
+            if op["op"] == "event_record":
+                recorded.add(op["event"])
+        for s in sorted(joined - {origin}):
+            cap += [{"op": "event_record", "event": f"join_{s}", "stream": s},
+                    {"op": "stream_wait_event", "stream": origin, "event": f"join_{s}"}]
+        cap += [{"op": "stream_end_capture", "stream": origin, "graph": g},
+                {"op": "graph_instantiate", "graph": g}]
+        prog.extend(cap)
+        body.append({"op": "graph_launch", "graph": g, "stream": origin})
+        seg.clear()
+        n_work[0] = 0
+
+    for kind, op, loc in ops:
+        if kind in ("work", "dep"):
+            seg.append(op)
+            n_work[0] += kind == "work"
+            if n_work[0] == most:
+                flush()
+        elif kind == "sync":
+            flush()
+            body.append({"op": "device_synchronize"})
+        elif kind in ("graph", "mark"):
+            flush()
+            body.append(op)
+    flush()
+    return body
 
 
 def prepare(path, params, *, as_graph=False, profiler="off", max_connections=None,
@@ -228,19 +426,108 @@ def prepare(path, params, *, as_graph=False, profiler="off", max_connections=Non
 
 
 def replay(path, params, *, as_graph=False, profiler="off", backend="compiled",
-           progress=False, max_connections=None):
+           progress=False, max_connections=None, trace=None):
     """(result, steps) of simulating a trace's program."""
     from gpufe.sim.run import simulate
     w, steps = prepare(path, params, as_graph=as_graph, profiler=profiler,
-                       max_connections=max_connections)
+                       max_connections=max_connections, trace=trace)
     return simulate(w, params, max_connections, backend=backend, profiler=profiler,
                     progress=progress), steps
 
 
+def per_step_us(records, steps):
+    """Time per step of a timeline, the same on a trace and on its replay: the median of its
+    marked steps where it has several (``ProfilerStep#``; the replay marks the same points),
+    else its GPU span (first kernel or copy start to last end) over ``steps``."""
+    from gpufe.sim.analysis.metrics import metrics
+    m = metrics(records)
+    marks = sum(1 for r in records if r["kind"] == "meta" and r["what"] == "rep_begin")
+    if marks > 1:
+        return m.get("wall_per_rep_us") or 0.0
+    return (m.get("gpu_span_us") or 0.0) / steps
+
+
 def step_summary(result, steps):
-    """GPU span and time per step of a replay (us)."""
+    """Time per step of a replay (:func:`per_step_us`), its kernels and memsets (replayed as
+    kernels named ``[memset]``) per step, and the run's wall time and GPU span (us)."""
     from gpufe.sim.analysis.metrics import metrics
     m = metrics(result.records)
-    return {"steps": steps, "wall_us": m.get("wall_per_rep_us", 0.0),
-            "per_step_us": m.get("wall_per_rep_us", 0.0) / steps,
-            "gpu_span_us": m.get("gpu_span_us", 0.0), "kernels": m.get("kernels", 0)}
+    memsets = sum(1 for r in result.records if r["kind"] == "kernel" and r["name"] == MEMSET)
+    kernels = m.get("kernels", 0) - memsets
+    return {"steps": steps, "per_step_us": per_step_us(result.records, steps),
+            "kernels_per_step": kernels / steps, "memsets_per_step": memsets / steps,
+            "kernels": kernels, "wall_us": m.get("wall_per_rep_us", 0.0),
+            "gpu_span_us": m.get("gpu_span_us", 0.0)}
+
+
+#: validation scenarios that replay a bundled trace (under the reference's ``h200``): name ->
+#: (trace, its summary, the summary's variant). The summaries give the step measured without
+#: the profiler (and, where there is one, the program's own CUDA-graph step); the ``_r1``,
+#: ``_r2`` runs are probe ``torch_profiler_cost``'s re-runs of the same programs
+_PROBE = "probes/torch_profiler_cost"
+REPLAYS = {
+    "replay_loader": ("torch2/loader_eager.json.gz", "torch2/loader_summary.json", "eager"),
+    "replay_twostream": ("torch2/twostream_eager.json.gz", "torch2/twostream_summary.json",
+                         "eager"),
+    "replay_optstep_loop": ("torch2/optstep_loop.json.gz", "torch2/optstep_summary.json",
+                            "loop"),
+    "replay_optstep_foreach": ("torch2/optstep_foreach.json.gz", "torch2/optstep_summary.json",
+                               "foreach"),
+    "replay_optstep_loop_cap": ("torch2/optstep_loop_cap.json.gz",
+                                "torch2/optstep_summary.json", "loop_cap"),
+    "replay_mlp_w256_d4_eager": ("mlp_w256_d4_eager.json.gz", "mlp_w256_d4_summary.json.gz",
+                                 "eager"),
+    "replay_mlp_w1024_d8_eager": ("mlp_w1024_d8_eager.json.gz",
+                                  "mlp_w1024_d8_summary.json.gz", "eager"),
+    "replay_mlp_w256_d4_graph": ("mlp_w256_d4_graph.json.gz", "mlp_w256_d4_summary.json.gz",
+                                 "graph"),
+    "replay_mlp_w1024_d8_graph": ("mlp_w1024_d8_graph.json.gz",
+                                  "mlp_w1024_d8_summary.json.gz", "graph"),
+}
+for _r in (1, 2):
+    for _prog, _var in (("twostream", "eager"), ("twostream", "graph"), ("loader", "eager")):
+        REPLAYS[f"replay_{_prog}{'_graph' if _var == 'graph' else ''}_r{_r}"] = (
+            f"{_PROBE}/{_prog}_{_r}/{_prog}_{_var}.json.gz",
+            f"{_PROBE}/{_prog}_{_r}/{_prog}_summary.json", _var)
+
+
+def unprofiled_step_us(summary, variant):
+    """The step of ``variant`` measured without the profiler, from a summary (torch2's
+    ``noprof_sync`` median, or the MLP summaries' ``<variant>_us_per_step``), or None."""
+    if "variants" in summary:
+        v = summary["variants"].get(variant) or {}
+        return (v.get("noprof_sync") or {}).get("median_wall_us")
+    return summary.get(f"{variant}_us_per_step")
+
+
+def replay_rows(name, params, backend="compiled", device="h200"):
+    """Validation rows of replay scenario ``name``: the step profiled (model under CUPTI
+    against the trace), unprofiled (model without a profiler against the summary's step
+    without one) and, for an eager trace whose program was also measured as a CUDA graph,
+    the as-graph replay unprofiled against that graph's step."""
+    import gzip
+    import json
+    from gpufe.sim.analysis.scenarios import HERE
+    from gpufe.sim.analysis.validate import rel_error
+    trace, summary, variant = REPLAYS[name]
+    path, spath = HERE / device / trace, HERE / device / summary
+    raw = spath.read_bytes()
+    summ = json.loads(gzip.decompress(raw) if spath.suffix == ".gz" else raw)
+    located = read_trace_located(path)
+    rows = []
+
+    def row(metric, as_graph, profiler, measured):
+        if measured is None:
+            return
+        result, steps = replay(path, params, as_graph=as_graph, profiler=profiler,
+                               backend=backend, trace=located)
+        model = per_step_us(result.records, steps)
+        rows.append({"scenario": name, "metric": metric, "model": model,
+                     "measured": measured, "rel_error": rel_error(model, measured)})
+
+    steps = count_steps(path, located[0])
+    row("step_us", False, "cupti", per_step_us(located[0], steps))
+    row("step_us_unprofiled", False, "off", unprofiled_step_us(summ, variant))
+    if variant != "graph":
+        row("graph_step_us_unprofiled", True, "off", unprofiled_step_us(summ, "graph"))
+    return rows

@@ -7,9 +7,12 @@ integer ns. Two readers:
 - fe_trace JSONL, plain or gzipped (what ``fe_trace.cu``, ``fe_trace2.cu`` and
   ``gpufe run --timeline`` write);
 - PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped: ``cuda_runtime`` and
-  ``cuda_driver`` calls, ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events; each
+  ``cuda_driver`` calls, ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events (a memset is a
+  ``memset`` record: ``corr``, ``stream``, ``bytes``, ``start``, ``end``); each
   ``ProfilerStep#N`` annotation becomes a ``rep_begin``/``rep_end`` pair, each
-  ``cudaDeviceSynchronize`` / ``cudaStreamSynchronize`` call a ``sync``.
+  ``cudaDeviceSynchronize`` / ``cudaStreamSynchronize`` call a ``sync``. Each call carries
+  ``cpu_ops``: how many operator records (``cpu_op``: what the profiler records on the CPU
+  besides the CUDA calls, each at a cost to the host) began since the call before it.
 
 A malformed or truncated file raises :class:`TraceError` naming the file, the line (JSONL) or
 the event index (Kineto) and the reason: not UTF-8, not JSON, ``NaN``/``Infinity`` or numbers
@@ -409,6 +412,7 @@ def _kineto(path):
     out, locs = [], []
     t0 = None
     optimizer_steps = 0
+    op_starts = []             # ns of each cpu_op record's start
     for i, e in enumerate(events):
         where = f"{path}: traceEvents[{i}]"
         if not isinstance(e, dict):
@@ -416,6 +420,11 @@ def _kineto(path):
         if e.get("ph") != "X":
             continue
         cat = e.get("cat")
+        if cat == "cpu_op":
+            ts = e.get("ts")
+            if _number(ts) and abs(ts) <= MAX_TS_US:
+                op_starts.append(_ns(ts))
+            continue
         if cat not in ("cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset",
                        "user_annotation"):
             continue
@@ -489,11 +498,16 @@ def _kineto(path):
                         "corr": corr, "stream": stream, "channel": -1, "channel_type": 2,
                         "start": start, "end": end, "graph_id": 0, "graph_node": 0})
             locs.append(where)
-        # gpu_memset: not part of the front-end model's schema
+        elif cat == "gpu_memset":
+            nbytes = args.get("bytes", 0)
+            out.append({"kind": "memset", "bytes": int(nbytes) if _int(nbytes) else 0,
+                        "corr": corr, "stream": stream, "start": start, "end": end})
+            locs.append(where)
     if not out:
         raise TraceError(f"{path}: no CUDA runtime, kernel or copy events")
     if optimizer_steps:
         header["optimizer_steps"] = optimizer_steps
+    _count_cpu_ops(out, op_starts)
     # times relative to the first event, as the model's are
     for r in out:
         for k in ("t", "start", "end"):
@@ -504,6 +518,19 @@ def _kineto(path):
     out, locs = [out[j] for j in order], [locs[j] for j in order]
     _check_work(out, locs, path, tolerance=1)
     return [header] + out, [f"{path}"] + locs
+
+
+def _count_cpu_ops(records, op_starts):
+    """Each call's ``cpu_ops``: the operator records begun after the call before it (in start
+    order, any thread) and up to its own start."""
+    import bisect
+    op_starts.sort()
+    prev = 0
+    for r in sorted((r for r in records if r["kind"] in ("runtime", "driver")),
+                    key=lambda r: (r["start"], r["corr"])):
+        k = bisect.bisect_right(op_starts, r["start"])
+        r["cpu_ops"] = k - prev
+        prev = k
 
 
 def read_kineto(path):

@@ -114,16 +114,29 @@ def run_scenario(name, params, backend="compiled", device="h200"):
     return all_metrics(r.records, program_of(name, device)), time.perf_counter() - t0
 
 
+def validation_names(device="h200"):
+    """Every validation scenario: the bundled fe_trace scenarios, then the trace replays
+    (:data:`gpufe.sim.analysis.replay.REPLAYS`)."""
+    from gpufe.sim.analysis.replay import REPLAYS
+    return scenario_names(device) + list(REPLAYS)
+
+
 def validate(params, names=None, backend="compiled", device="h200", log=None):
-    """All rows for ``names`` (default: every bundled scenario)."""
+    """All rows for ``names`` (default: every validation scenario)."""
+    from gpufe.sim.analysis.replay import REPLAYS, replay_rows
     rows = []
-    for name in names or scenario_names(device):
-        model, wall = run_scenario(name, params, backend, device)
-        got = compare(name, model, measured_metrics(name, device))
+    for name in names or validation_names(device):
+        t0 = time.perf_counter()
+        if name in REPLAYS:
+            got = replay_rows(name, params, backend, device)
+            wall, fast = time.perf_counter() - t0, False
+        else:
+            model, wall = run_scenario(name, params, backend, device)
+            got = compare(name, model, measured_metrics(name, device))
+            fast = scenario_params(name, params, device) is not params
         rows += got
         if log:
             worst = max((abs(r["rel_error"]) for r in got), default=0)
-            fast = scenario_params(name, params, device) is not params
             log(f"  {name:28s} {len(got):2d} metrics, worst {100 * worst:6.1f}%  "
                 f"({wall:.1f} s{', fast vCPU' if fast else ''})")
     return rows

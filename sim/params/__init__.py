@@ -131,6 +131,9 @@ class Params:
     cupti_call_gap_ns: float = _cpu("CUPTI: CPU time added after every API call")
     cupti_graph_node_ns: float = _cpu("CUPTI: cudaGraphLaunch CPU time added per node (its "
                                      "per-node records)")
+    profiler_op_ns: float = _cpu("torch.profiler: CPU time per operator record (Kineto's "
+                                 "cpu_op) beyond CUPTI's per-call costs; a replay takes it "
+                                 "out of a trace's CPU gaps for --profiler off")
     cupti_kernel_ns: float = _ns("CUPTI: added to every kernel's duration (its timestamps)")
     cupti_graph_kernel_ns: float = _ns("CUPTI: added to every graph kernel's duration")
     cupti_release_ns: float = _ns("CUPTI: a stream kernel's end -> its completion reaches the "

@@ -41,8 +41,9 @@ def test_as_graph_predicts_the_measured_graph_step_time(model):
     measured = json.loads(gzip.decompress((REF / f"{model}_summary.json.gz").read_bytes()))
     result, steps = replay(REF / f"{model}_eager.json.gz", load("h200"), as_graph=True)
     got = step_summary(result, steps)
-    assert got["kernels"] == len([r for r in read_trace(REF / f"{model}_eager.json.gz")
-                                  if r["kind"] == "kernel"])
+    records = read_trace(REF / f"{model}_eager.json.gz")
+    assert got["kernels"] == len([r for r in records if r["kind"] == "kernel"])
+    assert got["memsets_per_step"] * steps == len([r for r in records if r["kind"] == "memset"])
     err = got["per_step_us"] / measured["graph_us_per_step"] - 1
     assert abs(err) <= 0.15, (got, measured)
 
@@ -104,14 +105,39 @@ def test_a_runtime_and_a_driver_call_sharing_an_id_launch_the_kernel_once(tmp_pa
     assert [op["op"] for op in w["program"]].count("launch_kernel") == 1
 
 
-def test_a_trace_of_graph_launches_only_says_so(tmp_path):
-    events = [kev("cuda_runtime", "cudaGraphLaunch", 10.0, 2.0, correlation=5),
-              kev("kernel", "a", 13.0, 5.0, correlation=5, stream=7),
-              kev("kernel", "b", 18.0, 5.0, correlation=5, stream=7)]
+def test_a_trace_of_graph_launches_replays_its_graph_with_the_overlap_it_shows(tmp_path):
+    """Two launches of one graph: a, then b and c at once, then d once both ended: one graph
+    captured (b and c independent, d after both), launched twice."""
+    events = []
+    for k, t in enumerate((10.0, 100.0)):
+        corr = 5 + k
+        events += [kev("cuda_runtime", "cudaGraphLaunch", t, 2.0, correlation=corr),
+                   kev("kernel", "a", t + 3, 5.0, correlation=corr, stream=7),
+                   kev("kernel", "b", t + 9, 5.0, correlation=corr, stream=7),
+                   kev("kernel", "c", t + 10, 6.0, correlation=corr, stream=7),
+                   kev("kernel", "d", t + 17, 5.0, correlation=corr, stream=7)]
+    events.append(kev("cuda_runtime", "cudaDeviceSynchronize", 200.0, 1.0, correlation=9))
     p = trace(tmp_path, events)
-    with pytest.raises(TraceError, match=rf"^{p}: nothing to replay.*its 1 graph launches are "
-                                         r"not replayed"):
-        prepare(p, load("h200"))
+    w, steps = prepare(p, load("h200"))
+    ops = [op["op"] for op in w["program"]]
+    assert steps == 2
+    assert ops.count("stream_end_capture") == 1 and ops.count("graph_launch") == 2
+    assert ops.count("launch_kernel") == 4
+    result = simulate(w, load("h200"), backend="compiled")
+    ks = sorted((r for r in result.records if r["kind"] == "kernel"), key=lambda r: r["start"])
+    first = {r["name"]: r for r in ks[:4]}
+    assert first["b"]["start"] >= first["a"]["end"] and first["c"]["start"] >= first["a"]["end"]
+    assert first["b"]["start"] < first["c"]["end"] and first["c"]["start"] < first["b"]["end"]
+    assert first["d"]["start"] >= max(first["b"]["end"], first["c"]["end"])
+
+
+def test_graph_nodes_depend_on_what_ended_before_them_less_what_is_implied():
+    from gpufe.sim.analysis.replay import graph_of_launch
+    nodes = [{"name": n, "start": s, "end": e} for n, s, e in
+             (("d", 17, 22), ("a", 3, 8), ("c", 10, 16), ("b", 9, 14), ("e", 23, 24))]
+    order, deps = graph_of_launch(nodes)
+    assert [r["name"] for r in order] == ["a", "b", "c", "d", "e"]
+    assert deps == [[], [0], [0], [1, 2], [3]]
 
 
 def test_more_streams_than_syncpoints_is_said_before_the_run(tmp_path):
@@ -201,3 +227,53 @@ def test_a_recorded_event_orders_the_stream_that_waits_for_it(tmp_path):
 def test_a_pytorch_replay_keeps_every_cross_stream_dependency(program):
     w, _ = prepare(REF / "torch2" / f"{program}_eager.json.gz", load("h200"))
     assert _deps_hold(w, simulate(w, load("h200"), backend="compiled")) > 0
+
+
+def test_as_graph_keeps_the_fork_and_join_so_twostreams_streams_overlap():
+    """twostream captured as a graph per step: its two streams' kernels run at once (a
+    straight-line capture would run them one after the other), and every step's kernels are
+    there."""
+    w, steps = prepare(REF / "torch2" / "twostream_eager.json.gz", load("h200"), as_graph=True)
+    result = simulate(w, load("h200"), backend="compiled")
+    ks = sorted((r for r in result.records if r["kind"] == "kernel"), key=lambda r: r["start"])
+    assert len(ks) == 75 * steps
+    overlaps = sum(1 for a, b in zip(ks, ks[1:]) if b["start"] < a["end"])
+    assert overlaps >= steps
+
+
+def test_unprofiled_replay_takes_the_profilers_cpu_time_out_of_the_gaps(tmp_path):
+    """Three operator records and CUPTI's after-call time come out of the gap before the
+    second launch without the profiler; a profiled replay takes out only CUPTI's (its calls
+    add it back)."""
+    events = pair(1, 10.0) + pair(2, 40.0)
+    events += [kev("cpu_op", f"aten::op{i}", 20.0 + i, 0.5) for i in range(3)]
+    p = trace(tmp_path, events)
+    params = load("h200")
+    sleeps = {}
+    for profiler in ("cupti", "off"):
+        w, _ = prepare(p, params, profiler=profiler)
+        sleeps[profiler] = [op["ns"] for op in w["program"] if op["op"] == "host_sleep"]
+    gap = 40_000 - 11_000
+    assert sleeps["cupti"] == [pytest.approx(gap - params.cupti_call_gap_ns)]
+    assert sleeps["off"] == [pytest.approx(gap - params.cupti_call_gap_ns
+                                           - 3 * params.profiler_op_ns)]
+
+
+def test_memsets_are_replayed_in_their_stream():
+    w, steps = prepare(REF / "torch2" / "loader_eager.json.gz", load("h200"))
+    memsets = [op for op in w["program"] if op["op"] == "launch_kernel"
+               and op["kernel"] == "[memset]"]
+    assert len(memsets) == steps == 20
+
+
+def test_the_replay_scenarios_validate_the_profiled_step():
+    from gpufe.sim.analysis.validate import validate
+    rows = validate(load("h200"), ["replay_twostream", "replay_mlp_w256_d4_graph"])
+    got = {(r["scenario"], r["metric"]): r for r in rows}
+    assert set(got) == {("replay_twostream", "step_us"),
+                        ("replay_twostream", "step_us_unprofiled"),
+                        ("replay_mlp_w256_d4_graph", "step_us"),
+                        ("replay_mlp_w256_d4_graph", "step_us_unprofiled")}
+    assert got[("replay_twostream", "step_us")]["measured"] == pytest.approx(2058.4, abs=0.1)
+    assert abs(got[("replay_twostream", "step_us")]["rel_error"]) <= 0.10
+    assert abs(got[("replay_mlp_w256_d4_graph", "step_us")]["rel_error"]) <= 0.15
