@@ -29,7 +29,7 @@ from gpufe.sim.analysis.metrics import metrics
 from gpufe.sim.host.workload import parse_workload
 from gpufe.sim.params import load, BASE
 from gpufe.sim.analysis.scenarios import scenario_paths, workload_from_header, HERE
-from gpufe.sim.analysis.traces import read_fe_trace
+from gpufe.sim.analysis.traces import read_fe_trace, read_trace
 from gpufe.sim.analysis.validate import (run_scenario, measured_metrics, all_metrics,
                                          recorded_host_scale)
 from gpufe.sim.run import simulate
@@ -176,25 +176,44 @@ def rounded(name, value):
     return round(value, 1) if name.endswith("_ns") else round(value, 3)
 
 
-#: probe torch_profiler_cost's cases: (operator records, launch calls, other CUDA calls) per op
-PROFILER_CASES = {"gpu_new": (1, 1, 0), "gpu_inplace": (1, 1, 0), "gpu_side": (1, 1, 0),
-                  "gpu_mm": (2, 1, 1), "cpu_inplace": (1, 0, 0), "cpu_item": (2, 0, 0)}
+#: probe torch_profiler_cost's step_cost runs: file -> the bundled trace of each variant
+PROFILER_STEP_TRACES = {"loader": {"eager": "loader_eager"},
+                        "twostream": {"eager": "twostream_eager"},
+                        "optstep": {"loop": "optstep_loop", "foreach": "optstep_foreach",
+                                    "loop_cap": "optstep_loop_cap"}}
+
+
+def _calls_per_step(trace):
+    """(launch calls, other CUDA calls, operator records) per step of a bundled torch2
+    trace."""
+    from gpufe.sim.analysis.replay import count_steps, LAUNCH_NAMES
+    path = HERE / "h200" / "torch2" / f"{trace}.json.gz"
+    records = read_trace(path)
+    calls = [r for r in records if r["kind"] in ("runtime", "driver")]
+    launches = sum(1 for r in calls if r["name"].startswith(LAUNCH_NAMES)
+                   and r["kind"] == "runtime")
+    steps = count_steps(path, records)
+    return (launches / steps, (len(calls) - launches) / steps,
+            sum(r.get("cpu_ops", 0) for r in calls) / steps)
 
 
 def profiler_op_ns(params):
-    """torch.profiler's CPU time per operator record, from probe ``torch_profiler_cost``
-    (profiled and unprofiled rounds of one loop interleaved in one process, two processes):
-    per case, the profiled time per op less the unprofiled, less CUPTI's per-call costs (at
-    ``params``), over the op's records; the median over cases and runs."""
+    """torch.profiler's CPU time per operator record, from probe ``torch_profiler_cost``'s
+    step_cost runs: each torch2 program's steps timed with and without the profiler,
+    interleaved in one process (one vCPU for both; pinned to a CPU and not): per program and
+    run, the profiled step less the unprofiled, less CUPTI's per-call costs (at ``params``)
+    for the calls its trace makes a step, over the trace's operator records a step; the
+    median over programs and runs."""
     per = []
     for path in sorted((HERE / "h200" / "probes" / "torch_profiler_cost")
-                       .glob("profiler_cost_*.json")):
-        cases = json.loads(path.read_text())["cases"]
-        for name, (ops, launches, calls) in PROFILER_CASES.items():
-            c = cases[name]
+                       .glob("steps_*.json")):
+        probe = json.loads(path.read_text())
+        for variant, trace in PROFILER_STEP_TRACES[probe["program"]].items():
+            v = probe["variants"][variant]
+            launches, calls, ops = _calls_per_step(trace)
             cupti = (launches * (params.cupti_launch_ns + params.cupti_call_gap_ns)
                      + calls * params.cupti_call_gap_ns)
-            per.append(((c["on_us_per_op"] - c["off_us_per_op"]) * 1e3 - cupti) / ops)
+            per.append(((v["on_median_us"] - v["off_median_us"]) * 1e3 - cupti) / ops)
     return max(statistics.median(per), 0.0)
 
 

@@ -23,6 +23,7 @@ Steps: a trace with ``ProfilerStep#`` marks has that many; otherwise the number 
 """
 
 import bisect
+import math
 import statistics
 
 from gpufe.rtl.layouts import COPY_KINDS as _COPY_KIND_CODES
@@ -81,6 +82,19 @@ def _calls(records, where=None):
                 taken.add(c["corr"])
         out.append((c, loc, w, w_loc))
     return out
+
+
+def footprint(grid, block, params):
+    """(blocks, threads a block) a replayed kernel runs as: the SM space the recorded kernel
+    holds while it runs (its threads, at most the whole GPU's), in at most two blocks an SM,
+    so that kernels that fill the GPU cannot run beside each other and small ones can, at a
+    simulation cost bounded per kernel. Every block runs the kernel's whole duration."""
+    n = math.prod(max(int(g), 1) for g in grid[:3])
+    t = math.prod(max(int(b), 1) for b in block[:3])
+    held = min(n * t, params.sms * params.max_threads_per_sm)
+    blocks = max(min(n, 2 * params.sms, params.sms * params.max_blocks_per_sm), 1)
+    threads = min(max(-(-(-(-held // blocks)) // 32) * 32, 32), 1024)
+    return blocks, threads
 
 
 def graph_of_launch(nodes):
@@ -192,10 +206,11 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
                              f"{dur / 1e9:.3g} s; a replay runs each kernel as one thread "
                              f"block, and the model runs a block at most "
                              f"{block_max / 1e9:g} s")
-        block = w.get("block") or [256, 1, 1]
+        blocks, threads = footprint(w.get("grid") or [1, 1, 1], w.get("block") or [256, 1, 1],
+                                    params)
+        dur = max(dur - (blocks - 1) * params.block_dispatch_ns, 0)
         return at({"op": "launch_kernel", "stream": stream, "kernel": label[:40],
-                   "grid": [1, 1, 1],
-                   "block": [min(max(int(b), 1), 1024) for b in block[:3]],
+                   "grid": [blocks, 1, 1], "block": [threads, 1, 1],
                    "block_ns": round(dur)}, w_loc)
 
     def copy_op(w, stream, w_loc=None):
@@ -243,13 +258,15 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     last_stream, last_record, events = {}, {}, {}
     # the profiler's own CPU time in a trace's gaps (at the run's host speed): CUPTI's after
     # every call (a profiled replay's calls add it back), the operator records' before a call
-    scale = params.host_cpu_scale
+    scale = trace_host_scale(records, params)
     after_call = params.cupti_call_gap_ns * scale
     per_record = params.profiler_op_ns * scale if profiler == "off" else 0.0
+    # the program's own CPU time, on the host the replay runs on (replay_params)
+    speed = replay_params(records, params, profiler).host_cpu_scale / scale
     modelled = False          # whether the call before was one the model makes (not a sleep)
     for i, (call, loc, w, w_loc) in enumerate(calls):
         if call["kind"] == "meta":
-            gap = 0 if last_end is None else max(call["t"] - last_end, 0)
+            gap = 0 if last_end is None else max(call["t"] - last_end, 0) * speed
             last_end = max(last_end or 0, call["t"])
             ops.append(("cpu", gap, loc))
             ops.append(("mark", {"op": "mark", "what": call["what"]}, loc))
@@ -257,7 +274,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
         gap = 0 if last_end is None else max(call["start"] - last_end, 0)
         if last_end is not None and (profiler == "off" or modelled):
             gap = max(gap - after_call, 0)
-        gap = max(gap - per_record * call.get("cpu_ops", 0), 0)
+        gap = max(gap - per_record * call.get("cpu_ops", 0), 0) * speed
         last_end = call["end"]
         n_ops = len(ops)
         name_ = call["name"].split("_v")[0]
@@ -301,7 +318,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
             ops.append(("sync", None, loc))
         else:
             # another call (attribute queries, capture checks...): CPU time
-            ops.append(("cpu", gap + call["end"] - call["start"], loc))
+            ops.append(("cpu", gap + (call["end"] - call["start"]) * speed, loc))
         modelled = len(ops) - n_ops > 1 or ops[-1][0] != "cpu"
     if not any(kind in ("work", "graph") for kind, _, _ in ops):
         raise TraceError(f"{path or name}: nothing to replay: no kernel launch "
@@ -339,8 +356,8 @@ def _eager_body(ops, sleep_max, path, at):
             raise TraceError(f"{loc or path}: {op / 1e9:,.3g} s of CPU time up to the end "
                              f"of this call; a replay sleeps at most {sleep_max / 1e9:,g} s "
                              f"at once")
-        if kind == "cpu" and op > 0:
-            body.append(at({"op": "host_sleep", "ns": op}, loc))
+        if kind == "cpu" and round(op) > 0:
+            body.append(at({"op": "host_sleep", "ns": round(op)}, loc))
         elif kind in ("work", "dep", "graph", "mark"):
             body.append(op)
         elif kind == "sync":
@@ -408,6 +425,38 @@ def _graph_body(ops, prog, params, origin):
     return body
 
 
+def trace_host_scale(records, params):
+    """How slow the host that recorded a (profiled) trace was against ``params``'s (its
+    ``host_cpu_scale``): the scale at which the model's profiled ``cudaLaunchKernel`` takes
+    the trace's median one (:meth:`Params.launch_call_ns`: the driver's and CUPTI's CPU time
+    scale, the kickoff does not); 1 for a trace without launch calls. The reference machine's
+    vCPUs run at different speeds from run to run (probe ``torch_profiler_cost``: twostream's
+    launches 5.2-7.4 us, its profiled step 1,282-2,058 us)."""
+    calls = sorted(r["end"] - r["start"] for r in records
+                   if r["kind"] == "runtime" and r["name"] == "cudaLaunchKernel")
+    if not calls:
+        return 1.0
+    median = statistics.median(calls)
+    p = params.with_overrides(host_cpu_scale=1.0)
+    full = p.launch_call_ns(1.0)
+    if median >= full:
+        s = median / full
+    else:
+        # below the set's host, the kickoff's fixed time is a floor (launch_call_ns)
+        fixed = p.launch_call_ns(0.0)
+        s = (median - fixed) / (full - fixed) if full > fixed else 1.0
+    return min(max(s, 0.2), 5.0) * params.host_cpu_scale
+
+
+def replay_params(records, params, profiler):
+    """The parameters a replay runs with: a profiled replay on the trace's own host
+    (:func:`trace_host_scale`), so that its calls take what the trace's did; an unprofiled
+    one on ``params``'s host (the prediction for the program on it)."""
+    if profiler != "cupti":
+        return params
+    return params.with_overrides(host_cpu_scale=trace_host_scale(records, params))
+
+
 def prepare(path, params, *, as_graph=False, profiler="off", max_connections=None,
             limits=True, trace=None):
     """(workload, steps) of a trace's replay, checked (:func:`gpufe.sim.host.workload.check_run`): every
@@ -421,7 +470,8 @@ def prepare(path, params, *, as_graph=False, profiler="off", max_connections=Non
                                            name=records[0].get("scenario", "replay"),
                                            where=where, path=path),
                        str(path), located=True)
-    check_run(w, params, str(path), max_connections=max_connections, limits=limits)
+    check_run(w, replay_params(records, params, profiler), str(path),
+              max_connections=max_connections, limits=limits)
     return w, steps
 
 
@@ -429,8 +479,10 @@ def replay(path, params, *, as_graph=False, profiler="off", backend="compiled",
            progress=False, max_connections=None, trace=None):
     """(result, steps) of simulating a trace's program."""
     from gpufe.sim.run import simulate
+    trace = trace or read_trace_located(path)
     w, steps = prepare(path, params, as_graph=as_graph, profiler=profiler,
                        max_connections=max_connections, trace=trace)
+    params = replay_params(trace[0], params, profiler)
     return simulate(w, params, max_connections, backend=backend, profiler=profiler,
                     progress=progress), steps
 

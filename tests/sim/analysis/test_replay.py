@@ -65,8 +65,13 @@ def trace(tmp_path, events, name="t.json"):
     return p
 
 
+#: a launch call as long as the model's profiled one on the set's host: the trace's host is
+#: the set's (replay.trace_host_scale 1)
+CALL_US = 5.65
+
+
 def pair(corr, ts, dur=2.0, stream=7, call="cudaLaunchKernel", cat="cuda_runtime"):
-    return [kev(cat, call, ts, 1.0, correlation=corr),
+    return [kev(cat, call, ts, CALL_US, correlation=corr),
             kev("kernel", f"k{corr}", ts + 2, dur, correlation=corr, stream=stream,
                 grid=[1, 1, 1], block=[128, 1, 1])]
 
@@ -253,10 +258,31 @@ def test_unprofiled_replay_takes_the_profilers_cpu_time_out_of_the_gaps(tmp_path
     for profiler in ("cupti", "off"):
         w, _ = prepare(p, params, profiler=profiler)
         sleeps[profiler] = [op["ns"] for op in w["program"] if op["op"] == "host_sleep"]
-    gap = 40_000 - 11_000
-    assert sleeps["cupti"] == [pytest.approx(gap - params.cupti_call_gap_ns)]
+    from gpufe.sim.analysis.replay import trace_host_scale
+    assert trace_host_scale(read_trace(p), params) == pytest.approx(1.0, abs=1e-3)
+    gap = 40_000 - 10_000 - CALL_US * 1e3
+    assert sleeps["cupti"] == [pytest.approx(gap - params.cupti_call_gap_ns, abs=1)]
     assert sleeps["off"] == [pytest.approx(gap - params.cupti_call_gap_ns
-                                           - 3 * params.profiler_op_ns)]
+                                           - 3 * params.profiler_op_ns, abs=1)]
+
+
+def test_a_trace_from_a_slower_host_is_replayed_unprofiled_on_the_sets_host(tmp_path):
+    """Launch calls twice as long as the set's (its CPU part): the trace's host is twice as
+    slow, and the program's own CPU time between calls halves on the set's host."""
+    params = load("h200")
+    slow = params.launch_call_ns(2.0) / 1e3
+    events = []
+    for i, t in enumerate((10.0, 60.0)):
+        events += [kev("cuda_runtime", "cudaLaunchKernel", t, slow, correlation=i + 1),
+                   kev("kernel", f"k{i}", t + 2, 2.0, correlation=i + 1, stream=7,
+                       grid=[1, 1, 1], block=[128, 1, 1])]
+    p = trace(tmp_path, events)
+    from gpufe.sim.analysis.replay import trace_host_scale
+    assert trace_host_scale(read_trace(p), params) == pytest.approx(2.0, rel=1e-3)
+    w, _ = prepare(p, params, profiler="off")
+    gap = (60.0 - 10.0 - slow) * 1e3
+    assert [op["ns"] for op in w["program"] if op["op"] == "host_sleep"] == \
+        [pytest.approx((gap - 2 * params.cupti_call_gap_ns) / 2, abs=1)]
 
 
 def test_memsets_are_replayed_in_their_stream():
