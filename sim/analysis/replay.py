@@ -1,25 +1,29 @@
 """Replay of a profiler trace: turn a recorded timeline into a workload and simulate it.
 
-The workload keeps, from the trace: the order of the CUDA calls, the CPU time between them
-(as ``host_sleep``: the application's own work), the streams, and every kernel's measured
-duration (as a one-block kernel of that length, of the recorded block size; the model adds
-its block overhead, so it is taken off). Kernel launches (runtime ``cudaLaunchKernel*`` and
-driver ``cuLaunchKernel``) become ``launch_kernel``; copies ``memcpy_async``; device and stream
-synchronisations ``device_synchronize``; event records and stream waits ``event_record`` and
-``stream_wait_event`` (the trace's record and wait calls name no stream or event: a record is
-on the stream of its thread's latest work, as PyTorch's current stream makes it, one event a
-stream; a wait is for the thread's latest record, by the stream of its thread's next work, and
-is left out when that is the recording stream or there is no such work); any other call is
-CPU time.
+The workload is the program that made the trace (docs/replay.md has every record kind and
+what becomes of it): the CUDA calls in issue order, the CPU time between them as
+``host_sleep``, the streams; kernels (``cudaLaunchKernel*``, ``cuLaunchKernel``) as
+``launch_kernel`` of their measured duration and SM footprint (:func:`footprint`); copies as
+``memcpy_async``; memsets as kernels of their length; graph launches as launches of graphs
+captured beforehand, their nodes and edges from the device's order and overlap
+(:func:`graph_of_launch`); event records and stream waits from Kineto's stream-wait records
+where the trace has them, else from the calling thread's work (a record on the stream of its
+latest work, as PyTorch's current stream makes it; a wait by the stream of its next work);
+synchronisations as ``device_synchronize``; ``ProfilerStep#`` marks as step marks; any other
+call as CPU time.
 
-``as_graph``: the launches between two host synchronisations are captured into one CUDA
-graph, instantiated beforehand, and replayed with one ``graph_launch``; the CPU work between
-them is gone, as it would be in a graph replay (every stream's work in one line: the events
-are not captured yet). That predicts what the program would take
+A profiled replay (``profiler="cupti"``) runs on the trace's own host
+(:func:`trace_host_scale`); an unprofiled one predicts the program on the parameter set's
+host with the profiler's own CPU time taken out of the gaps (CUPTI's after each call,
+torch.profiler's per operator record: ``Params.profiler_op_ns``).
+
+``as_graph``: the work between two host synchronisations is captured into one CUDA graph per
+segment (the program's streams forked from the capture stream and joined back, its events
+kept) and launched once; the CPU time between the calls is gone: what the program would take
 with CUDA graphs.
 
-Steps: a trace with ``ProfilerStep#`` marks has that many; otherwise the number of
-``Optimizer.step`` annotations (PyTorch training loops); otherwise 1.
+Steps (:func:`count_steps`) and the time of a step (:func:`per_step_us`) are defined once,
+for the trace and for its replay alike.
 """
 
 import bisect
@@ -253,6 +257,11 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
                                    stream_of, node_op)
         setup += ops_
         graph_events |= evs
+    # Kineto's stream-wait records, where the trace has them: which stream waits for which
+    # stream's record (else told from the threads' work, below)
+    waits = {r["corr"]: r for r in records if r["kind"] == "stream_wait"}
+    recorded_on = {r["record_corr"]: r["wait_on_stream"] for r in waits.values()
+                   if r["record_corr"] is not None and r["wait_on_stream"] is not None}
     ops = []                 # (kind, payload, where) in issue order
     last_end = None
     last_stream, last_record, events = {}, {}, {}
@@ -281,15 +290,31 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
         tid = call.get("tid")
         if isinstance(w, dict):
             last_stream[tid] = w["stream"]
-        if name_.startswith(RECORD_NAMES) and tid in last_stream:
-            # recorded on the thread's current stream: its latest work's (PyTorch's rule; a
-            # trace's record names no stream); one event a stream, recorded again each time
-            sid = last_stream[tid]
+        if name_.startswith(RECORD_NAMES) and (tid in last_stream
+                                               or call["corr"] in recorded_on):
+            # recorded on the stream a wait for it names, else the thread's current stream:
+            # its latest work's (PyTorch's rule; the call names no stream); one event a
+            # stream, recorded again each time
+            sid = recorded_on.get(call["corr"], last_stream.get(tid))
             ev = events.setdefault(sid, f"e{sid}")
             last_record[tid] = sid
             ops.append(("cpu", gap, loc))
             ops.append(("dep", at({"op": "event_record", "event": ev,
                                    "stream": stream_of(sid)}, loc), loc))
+        elif name_.startswith(WAIT_NAMES) and call["corr"] in waits:
+            # the waiting stream as Kineto names it; the recording one too where it could
+            # tell, else the thread's latest record's
+            sw = waits[call["corr"]]
+            src = sw["wait_on_stream"] if sw["wait_on_stream"] is not None \
+                else last_record.get(tid)
+            if src is not None and src != sw["stream"]:
+                ev = events.setdefault(src, f"e{src}")
+                ops.append(("cpu", gap, loc))
+                ops.append(("dep", at({"op": "stream_wait_event",
+                                       "stream": stream_of(sw["stream"]), "event": ev},
+                                      loc), loc))
+            else:
+                ops.append(("cpu", gap + (call["end"] - call["start"]) * speed, loc))
         elif name_.startswith(WAIT_NAMES) and last_record.get(tid) is not None \
                 and next_stream[i] is not None and next_stream[i] != last_record[tid]:
             # the thread's latest record, waited for by the stream of its next work

@@ -8,7 +8,10 @@ integer ns. Two readers:
   ``gpufe run --timeline`` write);
 - PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped: ``cuda_runtime`` and
   ``cuda_driver`` calls, ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events (a memset is a
-  ``memset`` record: ``corr``, ``stream``, ``bytes``, ``start``, ``end``); each
+  ``memset`` record: ``corr``, ``stream``, ``bytes``, ``start``, ``end``), and the
+  ``cuda_sync`` records of stream waits when the profiler made them (``stream_wait``:
+  ``corr`` of the wait call, ``stream`` waiting, ``wait_on_stream`` and ``record_corr``, the
+  record call's correlation id, each None where Kineto could not tell); each
   ``ProfilerStep#N`` annotation becomes a ``rep_begin``/``rep_end`` pair, each
   ``cudaDeviceSynchronize`` / ``cudaStreamSynchronize`` call a ``sync``. Each call carries
   ``cpu_ops``: how many operator records (``cpu_op``: what the profiler records on the CPU
@@ -426,7 +429,7 @@ def _kineto(path):
                 op_starts.append(_ns(ts))
             continue
         if cat not in ("cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset",
-                       "user_annotation"):
+                       "user_annotation", "cuda_sync"):
             continue
         ts, dur, args = e.get("ts"), e.get("dur"), e.get("args")
         if not _number(ts) or not _number(dur) or dur < 0:
@@ -473,6 +476,19 @@ def _kineto(path):
         if not _int(stream):
             raise TraceError(f"{where}: {cat} event without a stream (an integer; got "
                              f"{show(stream)})")
+        if cat == "cuda_sync":
+            # Kineto's synchronisation records (enable_cuda_sync_events): a stream wait names
+            # the waiting stream, the recording one and the record call's correlation id
+            # (-1 where Kineto could not tell: without CUDA event records, only the waiting
+            # stream is known)
+            ws, rc = args.get("wait_on_stream"), args.get("wait_on_cuda_event_record_corr_id")
+            if name == "Stream Wait Event" and stream >= 0:
+                out.append({"kind": "stream_wait", "corr": corr, "stream": stream,
+                            "wait_on_stream": ws if _int(ws) and ws >= 0 else None,
+                            "record_corr": rc if _int(rc) and rc >= 0 else None,
+                            "start": start, "end": end})
+                locs.append(where)
+            continue
         if cat == "kernel":
             grid, block = args.get("grid", [1, 1, 1]), args.get("block", [1, 1, 1])
             _dims(grid, where, "args.grid")

@@ -303,3 +303,40 @@ def test_the_replay_scenarios_validate_the_profiled_step():
     assert got[("replay_twostream", "step_us")]["measured"] == pytest.approx(2058.4, abs=0.1)
     assert abs(got[("replay_twostream", "step_us")]["rel_error"]) <= 0.10
     assert abs(got[("replay_mlp_w256_d4_graph", "step_us")]["rel_error"]) <= 0.15
+
+
+def test_kinetos_stream_wait_records_name_the_streams(tmp_path):
+    """With cuda_sync records, the wait's stream and the record's come from them, not from
+    the threads' work: here the record call comes after a launch into stream 9 (the inferred
+    stream), but Kineto says stream 7 recorded it and stream 11 waits."""
+    events = pair(1, 10.0, stream=7) + pair(2, 20.0, stream=9)
+    events += [kev("cuda_runtime", "cudaEventRecord", 30.0, 1.0, correlation=3),
+               kev("cuda_runtime", "cudaStreamWaitEvent", 40.0, 1.0, correlation=4),
+               kev("cuda_sync", "Stream Wait Event", 41.0, 0.1, correlation=4, stream=11,
+                   wait_on_stream=7, wait_on_cuda_event_record_corr_id=3)]
+    events += pair(5, 50.0, stream=11)
+    w, _ = prepare(trace(tmp_path, events), load("h200"))
+    ops = [(op["op"], op.get("stream"), op.get("event")) for op in w["program"]
+           if op["op"] in ("event_record", "stream_wait_event")]
+    assert ops == [("event_record", "s7", "e7"), ("stream_wait_event", "s11", "e7")]
+
+
+def test_kineto_naming_only_the_waiting_stream_overrides_the_inferred_one():
+    """Recorded with enable_cuda_sync_events (probe torch_profiler_cost): Kineto names each
+    wait's stream but not the record's. twostream's join (A waits for B at the end of a step)
+    is followed by the next step's work on B, so the thread's next work would say B; Kineto
+    says A, and A's wait is kept."""
+    path = REF / "probes" / "torch_profiler_cost" / "twostream_eager_sync.json.gz"
+    records = read_trace(path)
+    waits = [r for r in records if r["kind"] == "stream_wait"]
+    assert len(waits) == 20 and all(r["wait_on_stream"] is None for r in waits)
+    told = parse_workload(workload_from_trace(records, load("h200")), "told")
+    guessed = parse_workload(workload_from_trace(
+        [r for r in records if r["kind"] != "stream_wait"], load("h200")), "guessed")
+
+    def deps(w):
+        return [(op["op"], op["stream"]) for op in w["program"]
+                if op["op"] in ("event_record", "stream_wait_event")]
+    assert deps(told).count(("stream_wait_event", "s7")) == 10
+    assert deps(guessed).count(("stream_wait_event", "s7")) == 5
+    assert _deps_hold(told, simulate(told, load("h200"), backend="compiled")) > 0
