@@ -97,7 +97,8 @@ def footprint(grid, block, params):
     t = math.prod(max(int(b), 1) for b in block[:3])
     held = min(n * t, params.sms * params.max_threads_per_sm)
     blocks = max(min(n, 2 * params.sms, params.sms * params.max_blocks_per_sm), 1)
-    threads = min(max(-(-(-(-held // blocks)) // 32) * 32, 32), 1024)
+    per_block = -(-held // blocks)
+    threads = min(max(-(-per_block // 32) * 32, 32), 1024)       # whole warps
     return blocks, threads
 
 
@@ -109,19 +110,20 @@ def graph_of_launch(nodes):
     nodes = sorted(nodes, key=lambda r: (r["start"], r["end"]))
     by_end = sorted(range(len(nodes)), key=lambda i: (nodes[i]["end"], i))
     ends = [nodes[i]["end"] for i in by_end]
+    ended = [0]                           # bitsets: the first k nodes to end
+    for i in by_end:
+        ended.append(ended[-1] | 1 << i)
     anc = [0] * len(nodes)                # bitset of each node's ancestors
     deps = []
     for j, r in enumerate(nodes):
         k = bisect.bisect_right(ends, r["start"])
-        cand = [i for i in by_end[:k] if i != j]
-        want = 0
-        for i in cand:
-            want |= 1 << i
+        want = ended[k] & ~(1 << j)
         covered, mine = 0, []
-        for i in reversed(cand):
+        # the latest to end first: each chosen one covers its ancestors
+        for i in reversed(by_end[:k]):
             if not want & ~covered:
                 break
-            if not covered >> i & 1:
+            if i != j and not covered >> i & 1:
                 mine.append(i)
                 covered |= anc[i] | 1 << i
         deps.append(sorted(mine))
