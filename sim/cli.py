@@ -162,10 +162,10 @@ def _vcd_target(args, params):
 
 def _prepare_from_trace(args, params):
     """The trace read and its replays prepared and checked: (measured per step, steps, runs),
-    each run (label, as_graph, profiler, workload). Eager and (with --as-graph) as a graph,
+    each run (label, as_graph, profiler, workload, the parameters it runs with). Eager and (with --as-graph) as a graph,
     each profiled and unprofiled; the run of --profiler comes last of its kind."""
     from gpufe.sim.params import check_config
-    from gpufe.sim.analysis.replay import prepare, per_step_us
+    from gpufe.sim.analysis.replay import prepare, per_step_us, replay_params
     from gpufe.sim.analysis.traces import read_trace_located
     trace = read_trace_located(args.from_trace)
     runs, steps = [], 1
@@ -179,7 +179,8 @@ def _prepare_from_trace(args, params):
                          or params.max_connections, args.params)
             label = ("as graph" if as_graph else "eager") + (", profiled" if profiler == "cupti"
                                                              else ", unprofiled")
-            runs.append((label, as_graph, profiler, w))
+            runs.append((label, as_graph, profiler, w,
+                         replay_params(trace[0], params, profiler)))
     return per_step_us(trace[0], steps), steps, runs
 
 
@@ -196,9 +197,9 @@ def _run_from_trace(args, params, backend, progress, measured, steps, runs):
     say(f"gpufe run --from-trace {args.from_trace} (params {params.name}; {steps} steps)")
     say(f"  {'measured (the trace, profiled)':34s} {measured:12,.1f} us a step")
     out = {}
-    for i, (label, as_graph, profiler, w) in enumerate(runs):
+    for i, (label, as_graph, profiler, w, run_params) in enumerate(runs):
         last = i == len(runs) - 1          # the run whose timeline, trace and VCD are written
-        result = simulate(w, params, args.max_connections,
+        result = simulate(w, run_params, args.max_connections,
                           vcd=_vcd_target(args, params) if last else None,
                           jumps=not args.no_jumps, progress=progress,
                           backend=backend, profiler=profiler)

@@ -270,3 +270,25 @@ def test_an_internal_error_says_so_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("GPUFE_TRACEBACK", "1")
     assert main(["run", str(w)]) == 70
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_run_from_trace_prints_each_regime_per_step_as_the_replay_gives_it(capsys):
+    """One screen (here its JSON) per step: the trace's step, and the model's profiled (on
+    the trace's host: as replay() runs it), unprofiled, eager and as a graph."""
+    from gpufe.sim.analysis.replay import replay, per_step_us
+    from gpufe.sim.analysis.scenarios import HERE
+    from gpufe.sim.params import load
+    path = HERE / "h200" / "torch2" / "twostream_eager.json.gz"
+    assert main(["run", "--from-trace", str(path), "--as-graph", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps"] == 20
+    assert out["measured"]["per_step_us"] == pytest.approx(2058.4, abs=0.1)
+    assert set(out["model"]) == {"eager, profiled", "eager, unprofiled", "as graph, profiled",
+                                 "as graph, unprofiled"}
+    result, steps = replay(path, load("h200"), profiler="cupti")
+    assert out["model"]["eager, profiled"]["per_step_us"] == per_step_us(result.records, steps)
+    for label, run in out["model"].items():
+        assert run["kernels_per_step"] == 75.0, label
+    assert out["model"]["as graph, unprofiled"]["per_step_us"] < \
+        out["model"]["eager, unprofiled"]["per_step_us"] < \
+        out["model"]["eager, profiled"]["per_step_us"]
