@@ -12,7 +12,6 @@ records per step are counted. Written: per variant, every round's medians, and t
 over rounds of each regime.
 """
 import json
-import pathlib
 import statistics as st
 import sys
 import time
@@ -20,16 +19,11 @@ import time
 import torch
 from torch.profiler import profile, ProfilerActivity
 
+from torch2_steps import steps_of
+
 OUT, PROG = sys.argv[1], sys.argv[2]
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 5
 STEPS = int(sys.argv[4]) if len(sys.argv) > 4 else 20
-src = (pathlib.Path(__file__).parent / ".." / ".." / "torch2" / "streams_torch.py").read_text()
-src = src[:src.index("t0 = time.time()\ntry:")]      # the definitions, not the run
-steps = {}
-ns = {"__name__": "streams_torch", "__file__": "streams_torch.py"}
-sys.argv = ["streams_torch.py", "/tmp", PROG]
-exec(compile(src, "streams_torch.py", "exec"), ns)
-ns["record"] = lambda variant, fn, graph=False: steps.__setitem__(variant, fn)
 
 
 def timed(fn, n):
@@ -43,7 +37,7 @@ def timed(fn, n):
     return st.median(out)
 
 
-ns["prog_" + PROG]()
+steps = steps_of(PROG)
 res = {"program": PROG, "torch": torch.__version__, "rounds": ROUNDS, "steps": STEPS,
        "variants": {}}
 for variant, fn in steps.items():

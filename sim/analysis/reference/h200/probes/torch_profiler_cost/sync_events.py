@@ -9,21 +9,15 @@ inference of both (from the calling thread's work) is checked.
 Writes OUTDIR/PROGRAM_eager_sync.json.gz: schedule wait=1 warmup=2 active=5, synchronised
 steps, as streams_torch.py's profiled run.
 """
-import pathlib
 import sys
 
 import torch
 from torch.profiler import profile, ProfilerActivity, schedule
 
+from torch2_steps import steps_of
+
 OUT, PROG = sys.argv[1], sys.argv[2]
-src = (pathlib.Path(__file__).parent / ".." / ".." / "torch2" / "streams_torch.py").read_text()
-src = src[:src.index("t0 = time.time()\ntry:")]      # the definitions, not the run
-steps = {}
-ns = {"__name__": "streams_torch", "__file__": "streams_torch.py"}
-sys.argv = ["streams_torch.py", "/tmp", PROG]
-exec(compile(src, "streams_torch.py", "exec"), ns)
-ns["record"] = lambda variant, fn, graph=False: steps.__setitem__(variant, fn)
-ns["prog_" + PROG]()
+steps = steps_of(PROG)
 fn = steps["eager"]
 cfg = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
 path = f"{OUT}/{PROG}_eager_sync.json.gz"
