@@ -217,6 +217,45 @@ def profiler_op_ns(params):
     return max(statistics.median(per), 0.0)
 
 
+def _gu_median(records, what, key):
+    """Median of a gupdate trace's ``key`` over its ``what`` records (ns)."""
+    return statistics.median(r[key] for r in records
+                             if r["kind"] == "meta" and r["what"] == what)
+
+
+def graph_update_fit():
+    """The graph-update calls' CPU times, from fe_trace2 gupdate (n = 10 and 100 nodes, the
+    program's own clock): without CUPTI, SetParams per node (median over n), and lines
+    through the two sizes for cudaGraphExecUpdate and cudaGraphExecDestroy (fixed part and per
+    node), a re-instantiation's and the first launch's upload per node (slopes); with CUPTI,
+    its time per node of an update, a destroy and a re-instantiation (the profiled slopes
+    less the unprofiled; median of the three)."""
+    sizes = (10, 100)
+    off = {n: _trace(f"nocupti_gupdate_n{n}") for n in sizes}
+    on = {n: _trace(f"gupdate_n{n}") for n in sizes}
+
+    def line(traces, what, key):
+        return _line([(n, _gu_median(t, what, key)) for n, t in traces.items()])
+
+    out = {"graph_set_params_cpu_ns": statistics.median(
+        statistics.median(r["set_ns"] / r["nodes"] for r in t
+                          if r["kind"] == "meta" and r["what"] == "gu_set")
+        for t in off.values())}
+    a, b = line(off, "gu_update", "update_ns")
+    out["graph_update_cpu_ns"], out["graph_update_per_node_ns"] = max(a, 0.0), b
+    a, b = line(off, "gu_reinst", "destroy_ns")
+    out["graph_exec_destroy_cpu_ns"], out["graph_exec_destroy_per_node_ns"] = max(a, 0.0), b
+    out["graph_reinstantiate_per_node_ns"] = line(off, "gu_reinst", "instantiate_ns")[1]
+    upload = [(n, _gu_median(t, "gu_build", "first_launch_sync_ns")
+               - _gu_median(t, "gu_base", "launch_sync_ns")) for n, t in off.items()]
+    out["graph_upload_per_node_ns"] = max(_line(upload)[1], 0.0)
+    extra = [line(on, what, key)[1] - line(off, what, key)[1]
+             for what, key in (("gu_update", "update_ns"), ("gu_reinst", "destroy_ns"),
+                               ("gu_reinst", "instantiate_ns"))]
+    out["cupti_graph_update_node_ns"] = max(statistics.median(extra), 0.0)
+    return out
+
+
 def direct_fit():
     """Parameters read straight off the traces (ns)."""
     out = {}
@@ -262,6 +301,7 @@ def direct_fit():
     out["graph_launch_per_node_ns"] = per_node
     out["cupti_graph_node_ns"] = max(b - per_node, 0.0)
     out["profiler_op_ns"] = profiler_op_ns(host)
+    out.update(graph_update_fit())
     inst = [(r["nodes"], r["instantiate_ns"]) for t in graphs for r in t
             if r["kind"] == "meta" and r["what"] == "graph_built"]
     a, b = _line(inst)

@@ -64,6 +64,9 @@ API = {
     "stream_end_capture": "cudaStreamEndCapture",
     "graph_instantiate": "cudaGraphInstantiate",
     "graph_launch": "cudaGraphLaunch",
+    "graph_exec_set_params": "cudaGraphExecKernelNodeSetParams",
+    "graph_exec_update": "cudaGraphExecUpdate",
+    "graph_exec_destroy": "cudaGraphExecDestroy",
 }
 
 #: ops that are no API call (no runtime record)
@@ -360,6 +363,19 @@ def analyse(workload):
             if op["graph"] not in graphs:
                 bad(call, "unknown graph")
             execs[op["graph"]] = _Exec(graphs[op["graph"]])
+        elif k in ("graph_exec_set_params", "graph_exec_update", "graph_exec_destroy"):
+            # parameters change, not the order: the executable graph must exist (and an
+            # update come from a graph of its topology); destroyed, it launches no more
+            x = execs.get(op["graph"])
+            if x is None:
+                bad(call, "the graph has no executable graph")
+            if k == "graph_exec_update":
+                src = graphs.get(op["from"])
+                if src is None or [(kind, deps) for kind, _, deps in src] != \
+                        [(kind, deps) for kind, _, deps in x.graph]:
+                    bad(call, "the graphs' topologies differ")
+            if k == "graph_exec_destroy":
+                del execs[op["graph"]]
         elif k == "graph_launch":
             s = stream(call)
             x = execs.get(op["graph"])
@@ -428,6 +444,14 @@ def _map_calls(prog, records, chk):
     calls, i, c = prog.calls, 0, 0
     while c < len(calls):
         call = calls[c]
+        if call.kind == "graph_exec_set_params":
+            # one call (and record) a kernel node: none for a graph without kernels
+            call.records = []
+            while i < len(runtime) and _api_name(runtime[i]) == API[call.kind]:
+                call.records.append(runtime[i])
+                i += 1
+            c += 1
+            continue
         if call.kind != "event_query":
             if i >= len(runtime) or _api_name(runtime[i]) != API[call.kind]:
                 got = "nothing" if i >= len(runtime) else \

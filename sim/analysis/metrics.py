@@ -80,6 +80,20 @@ SCENARIO_METRICS = {
     "kernel_span_us": "procs: a kernel's start to end (switched-out time included)",
     "makespan_us": "procs: first kernel start to last kernel end over all processes, per "
                    "repetition",
+    "gu_capture_us": "gupdate: capturing the n-node chain (begin to end capture), first time",
+    "gu_instantiate_us": "gupdate: cudaGraphInstantiate of it, first time",
+    "gu_first_launch_sync_us": "gupdate: its first launch and the stream synchronisation",
+    "gu_base_launch_sync_us": "gupdate: a later launch and synchronisation (median of reps)",
+    "gu_set_per_node_us": "gupdate: cudaGraphExecKernelNodeSetParams on every node, per node",
+    "gu_set_launch_sync_us": "gupdate: the launch and synchronisation after SetParams",
+    "gu_update_capture_us": "gupdate: a recapture of the chain",
+    "gu_update_us": "gupdate: cudaGraphExecUpdate from the recaptured graph",
+    "gu_update_launch_sync_us": "gupdate: the launch and synchronisation after the update",
+    "gu_destroy_us": "gupdate: cudaGraphExecDestroy",
+    "gu_reinstantiate_us": "gupdate: cudaGraphInstantiate of a recaptured graph after the "
+                           "destroy",
+    "gu_reinst_launch_sync_us": "gupdate: the re-instantiated graph's first launch and "
+                                "synchronisation",
 }
 
 #: CUPTI copy kind -> its name in the metrics (copy_<name>_gbps, copy_<name>_bytes)
@@ -670,4 +684,57 @@ def _switches_of_model(records, by_rep, pids, nrep):
             "switch_us": _us(_median(cost))}
 
 
-_SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs}
+#: gupdate: (metric, the trace's gu_* record, its field or a function of it) and the same
+#: interval between the model's ``gu:<phase>:<point>`` marks (phase, from point, to point)
+GUPDATE_INTERVALS = (("gu_capture_us", "gu_build", "capture_ns", ("build", "a", "b")),
+       ("gu_instantiate_us", "gu_build", "instantiate_ns", ("build", "b", "c")),
+       ("gu_first_launch_sync_us", "gu_build", "first_launch_sync_ns", ("build", "c", "d")),
+       ("gu_base_launch_sync_us", "gu_base", "launch_sync_ns", ("base", "a", "b")),
+       ("gu_set_per_node_us", "gu_set", "set_per_node", ("set", "a", "b")),
+       ("gu_set_launch_sync_us", "gu_set", "launch_sync_ns", ("set", "b", "c")),
+       ("gu_update_capture_us", "gu_update", "capture_ns", ("update", "a", "b")),
+       ("gu_update_us", "gu_update", "update_ns", ("update", "b", "c")),
+       ("gu_update_launch_sync_us", "gu_update", "launch_sync_ns", ("update", "c", "d")),
+       ("gu_destroy_us", "gu_reinst", "destroy_ns", ("reinst", "b", "c")),
+       ("gu_reinstantiate_us", "gu_reinst", "instantiate_ns", ("reinst", "c", "d")),
+       ("gu_reinst_launch_sync_us", "gu_reinst", "launch_sync_ns", ("reinst", "d", "e")))
+
+
+def _gupdate(records):
+    """gupdate's intervals: from the trace's gu_* records (the program's own clock), or from
+    the model's marks where the program reads it; medians over repetitions. SetParams per
+    node: the interval over the nodes (the record's ``nodes``; the model: its SetParams
+    runtime records in the interval)."""
+    out = {}
+    metas = [r for r in records if r["kind"] == "meta" and r["what"].startswith("gu_")]
+    if metas:
+        for name, what, key, _ in GUPDATE_INTERVALS:
+            xs = [(r["set_ns"] / r["nodes"] if key == "set_per_node" else r[key])
+                  for r in metas if r["what"] == what and r.get("nodes", 1)]
+            out[name] = _us(_median(xs))
+        return out
+    # the model: each phase's runs of marks, a new run at its point "a"
+    runs = {}
+    for r in sorted((r for r in records if r["kind"] == "meta"
+                     and r["what"].startswith("gu:")), key=lambda r: r["t"]):
+        _, phase, point = r["what"].split(":")
+        if point == "a" or phase not in runs:
+            runs.setdefault(phase, []).append({})
+        runs[phase][-1][point] = r["t"]
+    sets = sorted(r["start"] for r in records if r["kind"] == "runtime"
+                  and r["name"].startswith("cudaGraphExecKernelNodeSetParams"))
+    for name, _, key, (phase, a, b) in GUPDATE_INTERVALS:
+        xs = []
+        for run in runs.get(phase, ()):
+            if a in run and b in run:
+                d = run[b] - run[a]
+                if key == "set_per_node":
+                    n = sum(1 for t in sets if run[a] <= t <= run[b])
+                    d = d / n if n else None
+                if d is not None:
+                    xs.append(d)
+        out[name] = _us(_median(xs))
+    return out
+
+
+_SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs, "gupdate": _gupdate}

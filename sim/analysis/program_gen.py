@@ -120,6 +120,21 @@ class _Gen:
             ops += [self.wait(b, e1), self.work(b), self.work(b)]
         return ops
 
+    def graph_update(self):
+        """An update of an executable graph: new work for its kernels, an update from itself
+        (the same topology), or destroyed and instantiated again."""
+        r = self.r
+        g = r.choice(self.graphs)
+        what = r.choice(["set", "set", "update", "destroy"])
+        if what == "set":
+            op = {"op": "graph_exec_set_params", "graph": g, "nodes": "all"}
+            if r.random() < 0.8:
+                op["block_ns"] = r.choice([0, 2000, 20000])
+            return [op]
+        if what == "update":
+            return [{"op": "graph_exec_update", "graph": g, "from": g}]
+        return [{"op": "graph_exec_destroy", "graph": g}, {"op": "graph_instantiate", "graph": g}]
+
     def graph_launch_into(self, stream):
         return {"op": "graph_launch", "graph": self.r.choice(self.graphs), "stream": stream}
 
@@ -286,6 +301,8 @@ class _Gen:
                 prog.append(self.repeat())
             elif x < 0.3:
                 prog += self.motif()
+            elif x < 0.33 and self.graphs:
+                prog += self.graph_update()
             elif x < 0.32:
                 name = f"e{late_events}"
                 late_events += 1

@@ -248,11 +248,65 @@ def _procs_processes(p, sms, mc):
     return out
 
 
+def _gupdate(p, sms):
+    """fe_trace2 gupdate: a graph of n chained k_spin(v) nodes (v = 0 at first); after a
+    build (capture, instantiate, first launch) and reps plain relaunches, reps each of (a)
+    cudaGraphExecKernelNodeSetParams on every node (v = 100 (r + 1)), (b) a recapture (v + 50)
+    and cudaGraphExecUpdate, (c) a recapture (v + 20), cudaGraphExecDestroy and
+    cudaGraphInstantiate of the new graph; each then launched and synchronised. Marks
+    ``gu:<phase>:<a, b, ...>`` stand where the program reads its clock (the trace's gu_*
+    records hold the intervals between them)."""
+    n, reps = _arg(p, "n", 100), _arg(p, "reps", 5)
+
+    def spin(ns):
+        return {"op": "launch_kernel", "stream": "s", "kernel": "k_spin", "grid": [1, 1, 1],
+                "block": [32, 1, 1], "block_ns": ns}
+
+    def capture(graph, ns):
+        return [{"op": "stream_begin_capture", "stream": "s"}, _repeat(n, [spin(ns)]),
+                {"op": "stream_end_capture", "stream": "s", "graph": graph}]
+
+    def launch_sync(graph):
+        return [{"op": "graph_launch", "graph": graph, "stream": "s"},
+                {"op": "stream_synchronize", "stream": "s"}]
+
+    prog = [{"op": "stream_create", "name": "s"}, spin(0),
+            {"op": "stream_synchronize", "stream": "s"}, _mark("gu:build:a")]
+    prog += capture("g", 0) + [_mark("gu:build:b"), {"op": "graph_instantiate", "graph": "g"},
+                               _mark("gu:build:c")]
+    prog += launch_sync("g") + [_mark("gu:build:d")]
+    for _ in range(reps):
+        prog += [_mark("rep_begin"), _mark("gu:base:a")] + launch_sync("g") + \
+            [_mark("gu:base:b"), _mark("rep_end")]
+    for r in range(reps):
+        prog += [_mark("rep_begin"), _mark("gu:set:a"),
+                 {"op": "graph_exec_set_params", "graph": "g", "nodes": "all",
+                  "block_ns": 100 * (r + 1)}, _mark("gu:set:b")]
+        prog += launch_sync("g") + [_mark("gu:set:c"), _mark("rep_end")]
+    for r in range(reps):
+        prog += [_mark("rep_begin"), _mark("gu:update:a")] + \
+            capture(f"u{r}", 100 * (r + 1) + 50) + [_mark("gu:update:b"),
+                                                    {"op": "graph_exec_update", "graph": "g",
+                                                     "from": f"u{r}"}, _mark("gu:update:c")]
+        prog += launch_sync("g") + [_mark("gu:update:d"), _mark("rep_end")]
+    current = "g"
+    for r in range(reps):
+        prog += [_mark("rep_begin"), _mark("gu:reinst:a")] + \
+            capture(f"r{r}", 100 * (r + 1) + 20) + [_mark("gu:reinst:b"),
+                                                    {"op": "graph_exec_destroy",
+                                                     "graph": current}, _mark("gu:reinst:c"),
+                                                    {"op": "graph_instantiate",
+                                                     "graph": f"r{r}"}, _mark("gu:reinst:d")]
+        current = f"r{r}"
+        prog += launch_sync(current) + [_mark("gu:reinst:e"), _mark("rep_end")]
+    return prog
+
+
 PROGRAMS = {"chain": _chain, "hyperq": _hyperq, "events": _events, "xstream": _xstream,
             "priority": _priority, "copy": _copy, "sync": _sync, "grid": _grid,
-            "actgap": _actgap, "procs": _procs}
+            "actgap": _actgap, "procs": _procs, "gupdate": _gupdate}
 #: programs of fe_trace2.cu (the second set), the others are fe_trace.cu's
-FE_TRACE2 = {"actgap", "procs"}
+FE_TRACE2 = {"actgap", "procs", "gupdate"}
 
 
 class ScenarioError(ValueError):

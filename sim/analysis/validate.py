@@ -13,7 +13,7 @@ import math
 import statistics
 import time
 
-from gpufe.sim.analysis.metrics import metrics, scenario_metrics
+from gpufe.sim.analysis.metrics import metrics, scenario_metrics, GUPDATE_INTERVALS
 from gpufe.sim.run import simulate
 from gpufe.sim.analysis.scenarios import scenario_names, scenario_paths
 from gpufe.sim.analysis.traces import read_fe_trace
@@ -33,7 +33,8 @@ PROGRAM_METRICS = {"sync": ("sync_return_us",),
                    # fe_trace2's: their figures come from scenario_metrics (metrics.py)
                    "actgap": ("stream_period_us", "kernels_per_us"),
                    "procs": ("timeslice_run_us", "switch_us", "switched_out_us", "run_len",
-                             "switch_gap_us", "kernel_span_us", "makespan_us")}
+                             "switch_gap_us", "kernel_span_us", "makespan_us"),
+                   "gupdate": tuple(m for m, *_ in GUPDATE_INTERVALS)}
 
 
 def profiler_of(name):
@@ -93,11 +94,24 @@ def recorded_host_scale(params, launch_api_us):
     return params.host_fast_cpu_scale if launch_api_us < math.sqrt(slow * fast) else 1.0
 
 
+def _launches_capture(name, device):
+    """Whether most of a trace's launch calls were captured (no kernel of theirs ran): their
+    time is a capture's, which tells nothing of the vCPU."""
+    records = read_fe_trace(scenario_paths(name, device)[1])
+    ran = {r["corr"] for r in records if r["kind"] == "kernel"}
+    launches = [r["corr"] for r in records if r["kind"] == "runtime"
+                and r["name"].startswith("cudaLaunchKernel")]
+    return 2 * sum(1 for c in launches if c in ran) < len(launches)
+
+
 def scenario_params(name, params, device="h200"):
     """``params`` for a run of scenario ``name``: at the speed of the vCPU its trace was
-    recorded on (:func:`recorded_host_scale`; unprofiled traces have no launch records and
-    keep the set's)."""
-    scale = recorded_host_scale(params, measured_metrics(name, device).get("launch_api_us"))
+    recorded on (:func:`recorded_host_scale`; unprofiled traces have no launch records, and
+    traces whose launches are captures tell nothing: both keep the set's)."""
+    launch = measured_metrics(name, device).get("launch_api_us")
+    if launch is not None and _launches_capture(name, device):
+        launch = None
+    scale = recorded_host_scale(params, launch)
     if scale == 1.0:
         return params
     return params.with_overrides(host_cpu_scale=params.host_cpu_scale * scale)

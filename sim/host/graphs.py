@@ -9,6 +9,9 @@
   descriptor per node (a launch descriptor, or a copy descriptor with the copy's destination
   allocated now), the node table the front end's graph walker loads (``GraphNode`` records,
   then the edges) and the graph's launch queue (``GraphLaunchQueue``).
+- Updates (``cudaGraphExecKernelNodeSetParams``, ``cudaGraphExecUpdate``) change the
+  parameters the executable graph holds; its next launch writes the changed nodes'
+  descriptors and a new node table (a launch still in flight reads the old ones).
 - A launch pushes the table's address and ``GRAPH_LAUNCH`` (with the node count) on the
   stream's channel, and appends a launch record to the launch queue: the per-launch fields of
   its nodes (correlation id, stream, priority), which the engines read as they take them.
@@ -70,6 +73,10 @@ class GraphExec:
     # (syncpoint, value) released behind the latest launch: CUDA orders each launch of an
     # executable graph behind its previous launch, whatever the streams
     last_launch: tuple = None
+    nodes: list = field(default_factory=list)        # GraphNodeSpec: the parameters it holds
+    descriptors: list = field(default_factory=list)  # each node's descriptor address
+    uploaded: bool = False          # launched once (its first launch uploads it)
+    changed: set = field(default_factory=set)        # nodes updated since the last launch
 
 
 @dataclass
@@ -87,38 +94,75 @@ def successors(nodes):
     return succs
 
 
-def instantiate(umd, graph, graph_id, kernel_id):
-    """Write ``graph`` into memory (see the module's docstring); its GraphExec.
-    ``kernel_id(name)``: the kernel function's id in the driver's function table."""
+def _write_descriptor(umd, node, graph_id, queue, kernel_id):
+    """A node's descriptor, written at a new address: that address."""
     mem = umd.sim.mem
-    succs = successors(graph.nodes)
-    queue = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
-    empty = umd.take_descriptor()
-    mem.write_dwords(empty, graph_launch_record(0, 0, 0))
-    mem.write_dwords(queue, graph_launch_queue(empty, len(graph.nodes)))
-    descriptors = []
-    for node in graph.nodes:
-        d = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
-        if node.kind == "kernel":
-            mem.write_dwords(d, launch_descriptor(node.grid, node.block, node.block_ns,
-                                                  kernel_id(node.name), graph_id=graph_id,
-                                                  graph_launches=queue))
-        else:
-            mem.write_dwords(d, copy_descriptor(HOST_COPY_BUFFER, umd.device_alloc(node.nbytes),
-                                                node.nbytes, node.copy_kind, graph_id=graph_id,
-                                                graph_launches=queue))
-        descriptors.append(d)
+    d = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
+    if node.kind == "kernel":
+        mem.write_dwords(d, launch_descriptor(node.grid, node.block, node.block_ns,
+                                              kernel_id(node.name), graph_id=graph_id,
+                                              graph_launches=queue))
+    else:
+        mem.write_dwords(d, copy_descriptor(HOST_COPY_BUFFER, umd.device_alloc(node.nbytes),
+                                            node.nbytes, node.copy_kind, graph_id=graph_id,
+                                            graph_launches=queue))
+    return d
+
+
+def _write_table(mem, nodes, descriptors):
+    """The node table the graph walker loads (GraphNode records, then the edges): its
+    address."""
+    succs = successors(nodes)
     n_edges = sum(len(x) for x in succs)
-    table = mem.alloc(16 * len(graph.nodes) + 4 * n_edges, align=DESCRIPTOR_ALIGN)
+    table = mem.alloc(16 * len(nodes) + 4 * n_edges, align=DESCRIPTOR_ALIGN)
     first = 0
     words = []
-    for i, node in enumerate(graph.nodes):
+    for i, node in enumerate(nodes):
         words += encode_graph_node(node.kind, len(node.deps), len(succs[i]), first,
                                    descriptors[i])
         first += len(succs[i])
     words += [j for x in succs for j in x]
     mem.write_dwords(table, words)
-    return GraphExec(graph_id, table, queue, tail=empty)
+    return table
+
+
+def instantiate(umd, graph, graph_id, kernel_id):
+    """Write ``graph`` into memory (see the module's docstring); its GraphExec.
+    ``kernel_id(name)``: the kernel function's id in the driver's function table."""
+    mem = umd.sim.mem
+    queue = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
+    empty = umd.take_descriptor()
+    mem.write_dwords(empty, graph_launch_record(0, 0, 0))
+    mem.write_dwords(queue, graph_launch_queue(empty, len(graph.nodes)))
+    descriptors = [_write_descriptor(umd, node, graph_id, queue, kernel_id)
+                   for node in graph.nodes]
+    table = _write_table(mem, graph.nodes, descriptors)
+    return GraphExec(graph_id, table, queue, tail=empty, nodes=list(graph.nodes),
+                     descriptors=descriptors)
+
+
+def same_topology(a, b):
+    """Whether two graphs' node lists have the same kinds and edges (cudaGraphExecUpdate's
+    condition, as far as the model's nodes go); the first difference, or None."""
+    if len(a) != len(b):
+        return f"{len(b)} nodes, not {len(a)}"
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x.kind != y.kind:
+            return f"node {i} is a {y.kind} node, not a {x.kind} node"
+        if x.deps != y.deps:
+            return f"node {i} depends on nodes {sorted(y.deps)}, not {sorted(x.deps)}"
+    return None
+
+
+def apply_changes(umd, x, kernel_id):
+    """Before a launch: the nodes updated since the last one get new descriptors and the
+    executable graph a new node table (a launch in flight keeps reading the old ones)."""
+    if not x.changed:
+        return
+    for i in sorted(x.changed):
+        x.descriptors[i] = _write_descriptor(umd, x.nodes[i], x.graph_id, x.queue, kernel_id)
+    x.table = _write_table(umd.sim.mem, x.nodes, x.descriptors)
+    x.changed.clear()
 
 
 def push_launch(cfg, pb, x, nodes, stream):

@@ -94,6 +94,14 @@ class Profiler:
             yield ("cpu", self.p.cupti_call_gap_ns)
         return result
 
+    def call_gap_ns(self):
+        """CUPTI's CPU time after an API call (for an op that makes several calls)."""
+        return self.p.cupti_call_gap_ns if self.enabled else 0
+
+    def graph_update_node_ns(self):
+        """CPU time per node of a graph update, destroy or re-instantiation: CUPTI's."""
+        return self.p.cupti_graph_update_node_ns if self.enabled else 0
+
     def graph_node_ns(self):
         """CPU time per node of a graph launch: CUPTI makes each node's records."""
         return self.p.cupti_graph_node_ns if self.enabled else 0

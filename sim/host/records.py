@@ -38,6 +38,9 @@ RUNTIME_NAMES = {
     "stream_end_capture": "cudaStreamEndCapture_v10000",
     "graph_instantiate": "cudaGraphInstantiate_v12000",
     "graph_launch": "cudaGraphLaunch_v10000",
+    "graph_exec_set_params": "cudaGraphExecKernelNodeSetParams_v10010",
+    "graph_exec_update": "cudaGraphExecUpdate_v10020",
+    "graph_exec_destroy": "cudaGraphExecDestroy_v10000",
 }
 
 # CUPTI synchronization types

@@ -18,12 +18,12 @@ kernel's name reaches the timeline through the driver's function table (one entr
 function), not the launch.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpufe.rtl.layouts import COPY_KINDS, HOST_COPY_BUFFER
 from gpufe.sim.host.encode import PushBuffer, launch_descriptor, copy_descriptor
 from gpufe.sim.host.graphs import (GraphNodeSpec, Capture, Graph, instantiate, push_launch,
-                                   queue_launch)
+                                   queue_launch, apply_changes, same_topology)
 from gpufe.sim.host.kmd import Kmd
 from gpufe.sim.host.profiler import Profiler
 from gpufe.sim.host.records import (Timeline, SYNC_EVENT, SYNC_STREAM, SYNC_DEVICE,
@@ -90,6 +90,9 @@ class Runtime:
         self.events = {}
         self.graphs = {}
         self._graph_ids = 0
+        # graph nodes' worth of device memory freed by cudaGraphExecDestroy: an instantiation
+        # that fits in it allocates nothing
+        self._graph_pool_free = 0
         self._kernel_ids = {}        # kernel name -> id in the function table
         self.blocked_launches = 0
 
@@ -438,8 +441,78 @@ class Runtime:
         start, corr = self.now(), self.timeline.correlation_id()
         self._graph_ids += 1
         g.executable = instantiate(self.umd, g, self._graph_ids, self._kernel_id)
-        yield ("cpu", self.p.instantiate_cpu_ns + self.p.instantiate_per_node_ns * n)
+        if n and self._graph_pool_free >= n:
+            # the memory of a destroyed executable graph: the writes only
+            self._graph_pool_free -= n
+            yield ("cpu", (self.p.graph_reinstantiate_per_node_ns
+                           + self.profiler.graph_update_node_ns()) * n)
+        else:
+            yield ("cpu", self.p.instantiate_cpu_ns + self.p.instantiate_per_node_ns * n)
         self._record("graph_instantiate", start, corr)
+
+    def _executable(self, graph):
+        g = self._graph(graph)
+        if g.executable is None:
+            raise ApiError(f"graph {graph!r} has no executable graph (not instantiated, or "
+                           f"destroyed)")
+        return g, g.executable
+
+    def graph_exec_set_params(self, graph, nodes, block_ns):
+        """cudaGraphExecKernelNodeSetParams on each of ``nodes`` ("all": every kernel node; or
+        indices in capture order), one call and one record each: the executable graph's kernel nodes take the
+        new work per block (``block_ns``; None: unchanged) from its next launch on."""
+        g, x = self._executable(graph)
+        index = [i for i, node in enumerate(x.nodes) if node.kind == "kernel"] \
+            if nodes == "all" else nodes
+        for i in index:
+            if i >= len(x.nodes):
+                raise ApiError(f"graph {graph!r} has {len(x.nodes)} nodes; there is no "
+                               f"node {i}")
+            if x.nodes[i].kind != "kernel":
+                raise ApiError(f"node {i} of graph {graph!r} is a {x.nodes[i].kind} node, "
+                               f"not a kernel node (cudaErrorInvalidValue)")
+        for k, i in enumerate(index):
+            start, corr = self.now(), self.timeline.correlation_id()
+            if block_ns is not None and x.nodes[i].block_ns != block_ns:
+                x.nodes[i] = replace(x.nodes[i], block_ns=block_ns)
+                x.changed.add(i)
+            yield ("cpu", self.p.graph_set_params_cpu_ns + self.profiler.graph_update_node_ns())
+            self._record("graph_exec_set_params", start, corr)
+            if k < len(index) - 1:
+                # one API call a node: CUPTI's time after each (the op's last is the run's)
+                yield ("cpu", self.profiler.call_gap_ns())
+
+    def graph_exec_update(self, graph, source):
+        """cudaGraphExecUpdate: graph's executable graph takes the node parameters of graph
+        ``source``, which must have the same topology (else the call fails, as CUDA's)."""
+        g, x = self._executable(graph)
+        src = self._graph(source)
+        why = same_topology(x.nodes, src.nodes)
+        if why is not None:
+            raise ApiError(f"graph {source!r} does not have the topology of graph {graph!r}'s "
+                           f"executable graph: {why} (cudaErrorGraphExecUpdateFailure)")
+        start, corr = self.now(), self.timeline.correlation_id()
+        for i, node in enumerate(src.nodes):
+            if node != x.nodes[i]:
+                x.nodes[i] = node
+                x.changed.add(i)
+        n = len(x.nodes)
+        yield ("cpu", self.p.graph_update_cpu_ns
+               + (self.p.graph_update_per_node_ns + self.profiler.graph_update_node_ns()) * n)
+        self._record("graph_exec_update", start, corr)
+
+    def graph_exec_destroy(self, graph):
+        """cudaGraphExecDestroy: the executable graph is gone; its memory goes back to the
+        graph pool (a later instantiation of as many nodes or fewer allocates nothing)."""
+        g, x = self._executable(graph)
+        start, corr = self.now(), self.timeline.correlation_id()
+        n = len(x.nodes)
+        g.executable = None
+        self._graph_pool_free += n
+        yield ("cpu", self.p.graph_exec_destroy_cpu_ns
+               + (self.p.graph_exec_destroy_per_node_ns
+                  + self.profiler.graph_update_node_ns()) * n)
+        self._record("graph_exec_destroy", start, corr)
 
     def graph_launch(self, graph, stream):
         """One push-buffer entry that points at the instantiated graph, one doorbell; the
@@ -458,6 +531,8 @@ class Runtime:
             yield ("cpu", self.p.graph_launch_cpu_ns)
             self._record("graph_launch", start, corr)
             return
+        # nodes updated since the last launch: new descriptors and node table
+        apply_changes(self.umd, x, self._kernel_id)
         ch = s.channel
         pb = PushBuffer()
         order_after_stream(self.cfg, pb, s, ch)
@@ -470,6 +545,10 @@ class Runtime:
         # whatever its size (up to 1,000 nodes); the driver's own per-node part (a few ns: the
         # executable graph is in device memory already) runs after the kickoff
         yield ("cpu", self.p.graph_launch_cpu_ns + self.profiler.graph_node_ns() * len(g.nodes))
+        if not x.uploaded:
+            # its first launch uploads the executable graph
+            x.uploaded = True
+            yield ("cpu", self.p.graph_upload_per_node_ns * len(g.nodes))
         yield from self.umd.submit(ch, pb)
         yield ("cpu", self.p.graph_launch_per_node_ns * len(g.nodes))
         self._record("graph_launch", start, corr)

@@ -45,8 +45,10 @@ class WorkloadError(ValueError):
 _INT = (int,)
 _NUM = (int, float)
 #: JSON type -> (its name in the reference, what an error message says it must be)
+_NODES = (str, list)
 _TYPES = {bool: ("boolean", "true or false"), str: ("string", "a string"),
-          list: ("list", "a list"), _INT: ("integer", "an integer"), _NUM: ("number", "a number")}
+          list: ("list", "a list"), _INT: ("integer", "an integer"), _NUM: ("number", "a number"),
+          _NODES: ("string or list", '"all" or a list of node indices')}
 
 #: CUDA's limits on a launch (cudaLaunchKernel fails with cudaErrorInvalidConfiguration)
 BLOCK_DIMS = (1024, 1024, 64)
@@ -205,6 +207,30 @@ OPS = {
                                        "`stream_end_capture` before, and instantiated by a "
                                        "`graph_instantiate` before it runs"),
          "stream": Field(str, REQUIRED, "the stream it is launched in" + _STREAM)}),
+    "graph_exec_set_params": Op(
+        "`cudaGraphExecKernelNodeSetParams` on each of the given kernel nodes of the graph's "
+        "executable graph, one call (and one runtime record) a node: the node's descriptor "
+        "is rewritten for the launches that follow (a launch in flight keeps what it had).",
+        {"graph": Field(str, REQUIRED, "the graph; instantiated before"),
+         "nodes": Field(_NODES, "all", '"all" (every kernel node), or a list of node indices '
+                                       'in capture order (each a kernel node)'),
+         "block_ns": Field(_NUM, None, "the kernels' new work per thread block, in ns; "
+                                       "absent: unchanged", 0, 10**9, "1 s per thread block")},
+        ("a graph's nodes are indexed from 0 in the order they were captured",)),
+    "graph_exec_update": Op(
+        "`cudaGraphExecUpdate`: the graph's executable graph takes the node parameters of "
+        "graph `from` (one call, a CPU cost per node); the graphs must have the same "
+        "topology (nodes of the same kinds, the same edges), otherwise the call fails as "
+        "CUDA's does (cudaErrorGraphExecUpdateFailure).",
+        {"graph": Field(str, REQUIRED, "the graph whose executable graph is updated; "
+                                       "instantiated before"),
+         "from": Field(str, REQUIRED, "the graph whose parameters it takes; made by a "
+                                      "`stream_end_capture` before")}),
+    "graph_exec_destroy": Op(
+        "`cudaGraphExecDestroy`: the graph's executable graph is gone (a CPU cost per "
+        "node); launching it fails until a `graph_instantiate` makes a new one, whose "
+        "first launch uploads it (a CPU cost per node).",
+        {"graph": Field(str, REQUIRED, "the graph; instantiated before")}),
 }
 
 #: the fields of the file's top level
@@ -468,9 +494,18 @@ def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
             if out["graph"] in names["graph"]:
                 raise WorkloadError(f"{here}: graph {out['graph']!r} already exists")
             names["graph"].add(out["graph"])
-        elif "graph" in spec and out["graph"] not in names["graph"]:
-            raise WorkloadError(f"{here}: {kind} refers to graph {out['graph']!r}, which no "
-                                f"stream_end_capture before it makes")
+        else:
+            for ref in ("graph", "from"):
+                if ref in spec and out[ref] not in names["graph"]:
+                    raise WorkloadError(f"{here}: {kind} refers to graph {out[ref]!r}, which "
+                                        f"no stream_end_capture before it makes")
+        if kind == "graph_exec_set_params" and out["nodes"] != "all" and (
+                isinstance(out["nodes"], str) or not out["nodes"]
+                or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 31
+                           for n in out["nodes"])):
+            raise WorkloadError(f"{here}: graph_exec_set_params.nodes must be \"all\" or a "
+                                f"non-empty list of node indices (0 or more), not "
+                                f"{show(out['nodes'])}")
         for ref, table in (("stream", "stream"), ("event", "event")):
             if ref in spec and kind not in ("stream_create", "event_create"):
                 if out[ref] not in names[table]:
@@ -819,6 +854,10 @@ _CALLS = {
     "stream_end_capture": lambda rt, op: rt.stream_end_capture(op["stream"], op["graph"]),
     "graph_instantiate": lambda rt, op: rt.graph_instantiate(op["graph"]),
     "graph_launch": lambda rt, op: rt.graph_launch(op["graph"], op["stream"]),
+    "graph_exec_set_params": lambda rt, op: rt.graph_exec_set_params(op["graph"], op["nodes"],
+                                                                     op["block_ns"]),
+    "graph_exec_update": lambda rt, op: rt.graph_exec_update(op["graph"], op["from"]),
+    "graph_exec_destroy": lambda rt, op: rt.graph_exec_destroy(op["graph"]),
 }
 
 

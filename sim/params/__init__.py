@@ -110,6 +110,17 @@ class Params:
     instantiate_per_node_ns: float = _cpu("cudaGraphInstantiate, per node")
     graph_launch_cpu_ns: float = _cpu("cudaGraphLaunch, fixed part")
     graph_launch_per_node_ns: float = _cpu("cudaGraphLaunch, per node")
+    graph_set_params_cpu_ns: float = _cpu("cudaGraphExecKernelNodeSetParams, one node")
+    graph_update_cpu_ns: float = _cpu("cudaGraphExecUpdate, fixed part")
+    graph_update_per_node_ns: float = _cpu("cudaGraphExecUpdate, per node")
+    graph_exec_destroy_cpu_ns: float = _cpu("cudaGraphExecDestroy, fixed part")
+    graph_exec_destroy_per_node_ns: float = _cpu("cudaGraphExecDestroy, per node: its "
+                                                 "memory goes back to the graph pool")
+    graph_reinstantiate_per_node_ns: float = _cpu(
+        "cudaGraphInstantiate per node when the graph pool holds memory freed by "
+        "cudaGraphExecDestroy for all its nodes (nothing allocated: the writes only)")
+    graph_upload_per_node_ns: float = _cpu("an executable graph's first launch: its upload, "
+                                           "per node, before the submission")
     host_cpu_scale: float = _p("the host CPU's time for the driver's and the profiler's work "
                                "relative to the host this set was calibrated on: every CPU "
                                "time of this group and CUPTI's are multiplied by it", "x",
@@ -134,6 +145,9 @@ class Params:
     profiler_op_ns: float = _cpu("torch.profiler: CPU time per operator record (Kineto's "
                                  "cpu_op) beyond CUPTI's per-call costs; a replay takes it "
                                  "out of a trace's CPU gaps for --profiler off")
+    cupti_graph_update_node_ns: float = _cpu("CUPTI: CPU time per node of a graph update "
+                                             "(each SetParams call, cudaGraphExecUpdate, "
+                                             "cudaGraphExecDestroy, a re-instantiation)")
     cupti_kernel_ns: float = _ns("CUPTI: added to every kernel's duration (its timestamps)")
     cupti_graph_kernel_ns: float = _ns("CUPTI: added to every graph kernel's duration")
     cupti_release_ns: float = _ns("CUPTI: a stream kernel's end -> its completion reaches the "

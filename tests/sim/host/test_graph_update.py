@@ -1,0 +1,135 @@
+"""Updating an executable graph: SetParams, cudaGraphExecUpdate, destroy and re-instantiate,
+each at its CPU cost; an update changes the launches after it, not one in flight."""
+
+import pytest
+
+from gpufe.sim.run import simulate
+from gpufe.sim.host.workload import ProgramError, WorkloadError
+from tests.sim.workloads import streams, launch, workload, kernels
+
+
+def capture(stream, ns, graph, n=3):
+    return ([{"op": "stream_begin_capture", "stream": stream}]
+            + [launch(stream, ns, kernel=f"k{i}") for i in range(n)]
+            + [{"op": "stream_end_capture", "stream": stream, "graph": graph}])
+
+
+def glaunch(graph="g", stream="s"):
+    return {"op": "graph_launch", "graph": graph, "stream": stream}
+
+
+def instantiate(graph="g"):
+    return {"op": "graph_instantiate", "graph": graph}
+
+
+def set_params(nodes="all", ns=None, graph="g"):
+    op = {"op": "graph_exec_set_params", "graph": graph, "nodes": nodes}
+    if ns is not None:
+        op["block_ns"] = ns
+    return op
+
+
+def blocks_of_launches(records):
+    """Each graph launch's kernels' block work (duration less the fixed overhead), in
+    launch order."""
+    out = {}
+    for k in kernels(records):
+        out.setdefault(k["corr"], []).append(k["end"] - k["start"])
+    base = min(d for ds in out.values() for d in ds)
+    return [[d - base for d in ds] for _, ds in sorted(out.items())]
+
+
+def test_set_params_changes_the_launches_after_it_and_not_the_one_in_flight(params):
+    prog = (streams("s") + capture("s", 1000, "g") + [instantiate()]
+            + [launch("s", 30_000, kernel="gate"), glaunch(), set_params(ns=5000), glaunch(),
+               set_params(nodes=[1], ns=9000), glaunch(), {"op": "device_synchronize"}])
+    r = simulate(workload(prog), params, backend="compiled")
+    gks = [k for k in kernels(r.records) if k["name"] != "gate"]
+    by = {}
+    for k in gks:
+        by.setdefault(k["corr"], []).append(k["end"] - k["start"])
+    first, second, third = [by[c] for c in sorted(by)]
+    # the first launch was still queued behind the gate when the params changed: it kept 1 us
+    assert max(first) < 2000
+    assert all(5000 <= d < 6000 for d in second)
+    assert 5000 <= third[0] < 6000 and 9000 <= third[1] < 10000 and 5000 <= third[2] < 6000
+    calls = [x for x in r.records if x["kind"] == "runtime"
+             and x["name"].startswith("cudaGraphExecKernelNodeSetParams")]
+    assert len(calls) == 3 + 1
+    assert all(x["end"] - x["start"] == pytest.approx(params.graph_set_params_cpu_ns, abs=1)
+               for x in calls)
+
+
+def test_exec_update_takes_the_other_graphs_parameters(params):
+    prog = (streams("s") + capture("s", 1000, "g") + capture("s", 7000, "g2") + [instantiate()]
+            + [{"op": "graph_exec_update", "graph": "g", "from": "g2"}, glaunch(),
+               {"op": "device_synchronize"}])
+    r = simulate(workload(prog), params, backend="compiled")
+    assert all(7000 <= k["end"] - k["start"] < 8000 for k in kernels(r.records))
+    upd = [x for x in r.records if x["kind"] == "runtime"
+           and x["name"].startswith("cudaGraphExecUpdate")]
+    assert upd[0]["end"] - upd[0]["start"] == pytest.approx(
+        params.graph_update_cpu_ns + 3 * params.graph_update_per_node_ns, abs=1)
+
+
+def test_exec_update_from_another_topology_fails_as_cuda_does(params):
+    prog = (streams("s") + capture("s", 1000, "g") + capture("s", 1000, "g2", n=4)
+            + [instantiate(), {"op": "graph_exec_update", "graph": "g", "from": "g2"}])
+    with pytest.raises(ProgramError, match=r"program\[13\] \(graph_exec_update\): graph 'g2' does not have the "
+                                           r"topology .*: 4 nodes, "
+                                           r"not 3 \(cudaErrorGraphExecUpdateFailure\)"):
+        simulate(workload(prog), params, backend="compiled")
+
+
+def test_a_destroyed_executable_graph_cannot_launch(params):
+    prog = (streams("s") + capture("s", 0, "g") + [instantiate(),
+                                                   {"op": "graph_exec_destroy", "graph": "g"},
+                                                   glaunch()])
+    with pytest.raises(ProgramError, match=r"graph_launch.*'g' was not instantiated"):
+        simulate(workload(prog), params, backend="compiled")
+
+
+def test_reinstantiating_into_a_destroyed_graphs_memory_costs_the_writes_only(params):
+    prog = (streams("s") + capture("s", 0, "g") + capture("s", 0, "g2")
+            + [instantiate(), {"op": "graph_exec_destroy", "graph": "g"}, instantiate("g2"),
+               instantiate("g"), glaunch("g2"), {"op": "device_synchronize"}])
+    r = simulate(workload(prog), params, backend="compiled")
+    inst = [x["end"] - x["start"] for x in r.records if x["kind"] == "runtime"
+            and x["name"].startswith("cudaGraphInstantiate")]
+    fresh = params.instantiate_cpu_ns + 3 * params.instantiate_per_node_ns
+    # g fresh; g2 into g's freed memory; g again fresh (the pool is empty)
+    assert inst == [pytest.approx(fresh, abs=1),
+                    pytest.approx(3 * params.graph_reinstantiate_per_node_ns, abs=1),
+                    pytest.approx(fresh, abs=1)]
+
+
+def test_the_first_launch_uploads_the_graph(params):
+    prog = streams("s") + capture("s", 0, "g") + [instantiate(), glaunch(), glaunch(),
+                                                  {"op": "device_synchronize"}]
+    r = simulate(workload(prog), params, backend="compiled")
+    calls = [x["end"] - x["start"] for x in r.records if x["kind"] == "runtime"
+             and x["name"].startswith("cudaGraphLaunch")]
+    assert calls[0] - calls[1] == pytest.approx(3 * params.graph_upload_per_node_ns, abs=2)
+
+
+@pytest.mark.parametrize("nodes, why", [([5], "graph 'g' has 3 nodes; there is no node 5")])
+def test_set_params_on_a_node_that_is_not_there_fails(params, nodes, why):
+    prog = streams("s") + capture("s", 0, "g") + [instantiate(), set_params(nodes, 100)]
+    with pytest.raises(ProgramError, match=why):
+        simulate(workload(prog), params, backend="compiled")
+
+
+@pytest.mark.parametrize("nodes", ["some", [], [-1], [1.5], [True]])
+def test_set_params_nodes_must_be_all_or_indices(nodes):
+    prog = streams("s") + capture("s", 0, "g") + [instantiate(), set_params(nodes, 100)]
+    with pytest.raises(WorkloadError, match=r"graph_exec_set_params.nodes must be \"all\" or"):
+        workload(prog)
+
+
+def test_an_update_from_an_unknown_graph_is_a_workload_error():
+    prog = streams("s") + capture("s", 0, "g") + [instantiate(),
+                                                  {"op": "graph_exec_update", "graph": "g",
+                                                   "from": "nope"}]
+    with pytest.raises(WorkloadError, match=r"refers to graph 'nope', which no "
+                                            r"stream_end_capture before it makes"):
+        workload(prog)
