@@ -27,6 +27,7 @@ for the trace and for its replay alike.
 """
 
 import bisect
+import json
 import math
 import statistics
 
@@ -239,23 +240,45 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
         next_stream[i] = ahead.get(call.get("tid"))
         if isinstance(w, dict):
             ahead[call.get("tid")] = w["stream"]
-    # the trace's graphs: launches with the same kernels in the same order are one graph, its
-    # nodes' times the medians of theirs
+    # the trace's graphs: launches of the same kernels in the same order are one executable
+    # graph launched again (CUDA's replays), its nodes' times the medians of theirs and its
+    # edges those most of its launches show (the device's overlap varies from launch to launch)
     graph_names, graph_runs, graph_of_call = {}, {}, {}
     for i, (call, loc, w, _) in enumerate(calls):
         if isinstance(w, list) and w:
             nodes, deps = graph_of_launch(w)
-            key = (tuple((r["kind"], r.get("name"), r["stream"]) for r in nodes),
-                   tuple(map(tuple, deps)))
+            # a node: its kernel (or copy), stream and how many such came before it; the
+            # graph: its set of nodes (independent branches start in any order)
+            seen, ids = {}, []
+            for r in nodes:
+                kind = (r["kind"], r.get("name"), r["stream"])
+                seen[kind] = seen.get(kind, -1) + 1
+                ids.append(kind + (seen[kind],))
+            key = tuple(sorted(ids))
             graph_names.setdefault(key, f"G{len(graph_names)}")
-            graph_runs.setdefault(key, []).append(nodes)
+            graph_runs.setdefault(key, []).append((ids, nodes, deps))
             graph_of_call[i] = graph_names[key]
     setup, lanes, graph_events = [], [], set()
     for key, runs in graph_runs.items():
-        nodes = [dict(r, start=0, end=round(statistics.median(x[i]["end"] - x[i]["start"]
-                                                            for x in runs)))
-                 for i, r in enumerate(runs[0])]
-        ops_, evs = _capture_graph(graph_names[key], nodes, [list(d) for d in key[1]], lanes,
+        # the first launch's order; each node's median time; the edges most launches show
+        durations = {}
+        for ids, nodes, _ in runs:
+            for n_id, r in zip(ids, nodes):
+                durations.setdefault(n_id, []).append(r["end"] - r["start"])
+        ids0, nodes0, _ = runs[0]
+        nodes = [dict(r, start=0, end=round(statistics.median(durations[n_id])))
+                 for n_id, r in zip(ids0, nodes0)]
+        shapes = [frozenset((ids[j], ids[i]) for j, d in enumerate(deps) for i in d)
+                  for ids, _, deps in runs]
+        edges = max(shapes, key=lambda e: (shapes.count(e), -shapes.index(e)))
+        where_ = {n_id: j for j, n_id in enumerate(ids0)}
+        deps = [[] for _ in nodes]
+        for a, b in edges:
+            deps[where_[a]].append(where_[b])
+        if any(b >= a for a, ds in enumerate(deps) for b in ds):
+            # those edges do not follow the first launch's order: its own edges instead
+            deps = runs[0][2]
+        ops_, evs = _capture_graph(graph_names[key], nodes, [sorted(d) for d in deps], lanes,
                                    stream_of, node_op)
         setup += ops_
         graph_events |= evs
@@ -397,59 +420,85 @@ def _graph_body(ops, prog, params, origin):
     synchronisations (or step marks, or launches of the trace's own graphs) captured into a
     graph beforehand (appended to ``prog``), with its streams forked from and joined back to
     ``origin`` as PyTorch's capture does, and its events and waits kept; the CPU time between
-    calls gone. A wait for an event recorded before the segment is left out: the
-    synchronisation between them has ordered it."""
+    calls gone. Runs of the same work (the same calls on the same streams: the next step's)
+    are one graph, captured once with each kernel's median time and launched again, as a
+    program that captures its step replays it. A wait for an event recorded before the run
+    is left out: the synchronisation between them has ordered it."""
     most = params.frontend_config().graph_nodes_max
-    body, seg = [], []
-    n_graphs, n_work = [0], [0]
+    entries, seg = [], []            # ("seg", ops) or ("op", op), in program order
 
-    def flush():
-        if not n_work[0]:
-            seg.clear()
-            return
-        g = f"g{n_graphs[0]}"
-        n_graphs[0] += 1
-        cap = [{"op": "stream_begin_capture", "stream": origin},
-               {"op": "event_record", "event": "fork", "stream": origin}]
-        joined, recorded = {origin}, set()
-        for op in seg:
-            s = op["stream"]
-            if op["op"] == "stream_wait_event":
-                if op["event"] not in recorded:
-                    continue
-                joined.add(s)
-                cap.append(op)
-                continue
-            if s not in joined:
-                cap.append({"op": "stream_wait_event", "stream": s, "event": "fork"})
-                joined.add(s)
-            cap.append(op)
-            if op["op"] == "event_record":
-                recorded.add(op["event"])
-        for s in sorted(joined - {origin}):
-            cap += [{"op": "event_record", "event": f"join_{s}", "stream": s},
-                    {"op": "stream_wait_event", "stream": origin, "event": f"join_{s}"}]
-        cap += [{"op": "stream_end_capture", "stream": origin, "graph": g},
-                {"op": "graph_instantiate", "graph": g}]
-        prog.extend(cap)
-        body.append({"op": "graph_launch", "graph": g, "stream": origin})
+    def close():
+        if any(op["op"] in ("launch_kernel", "memcpy_async") for op in seg):
+            entries.append(("seg", list(seg)))
         seg.clear()
-        n_work[0] = 0
 
+    n_work = 0
     for kind, op, loc in ops:
         if kind in ("work", "dep"):
             seg.append(op)
-            n_work[0] += kind == "work"
-            if n_work[0] == most:
-                flush()
+            n_work += kind == "work"
+            if n_work == most:
+                close()
+                n_work = 0
         elif kind == "sync":
-            flush()
-            body.append({"op": "device_synchronize"})
+            close()
+            n_work = 0
+            entries.append(("op", {"op": "device_synchronize"}))
         elif kind in ("graph", "mark"):
-            flush()
-            body.append(op)
-    flush()
+            close()
+            n_work = 0
+            entries.append(("op", op))
+    close()
+
+    def shape(run):
+        return json.dumps([{k: v for k, v in op.items() if k not in ("_at", "block_ns")}
+                           for op in run], sort_keys=True)
+
+    groups = {}
+    for what, run in entries:
+        if what == "seg":
+            groups.setdefault(shape(run), []).append(run)
+    made, body = {}, []
+    for what, run in entries:
+        if what == "op":
+            body.append(run)
+            continue
+        key = shape(run)
+        if key not in made:
+            made[key] = g = f"g{len(made)}"
+            runs = groups[key]
+            work = [dict(op, block_ns=round(statistics.median(r[i]["block_ns"] for r in runs)))
+                    if op["op"] == "launch_kernel" else op for i, op in enumerate(runs[0])]
+            prog.extend(_capture_segment(work, origin, g))
+        body.append({"op": "graph_launch", "graph": made[key], "stream": origin})
     return body
+
+
+def _capture_segment(run, origin, graph):
+    """Ops that capture ``run`` (work and the trace's records and waits) from ``origin``:
+    each stream forked at the capture's start, joined back at its end."""
+    cap = [{"op": "stream_begin_capture", "stream": origin},
+           {"op": "event_record", "event": "fork", "stream": origin}]
+    joined, recorded = {origin}, set()
+    for op in run:
+        s = op["stream"]
+        if op["op"] == "stream_wait_event":
+            if op["event"] not in recorded:
+                continue
+            joined.add(s)
+            cap.append(op)
+            continue
+        if s not in joined:
+            cap.append({"op": "stream_wait_event", "stream": s, "event": "fork"})
+            joined.add(s)
+        cap.append(op)
+        if op["op"] == "event_record":
+            recorded.add(op["event"])
+    for s in sorted(joined - {origin}):
+        cap += [{"op": "event_record", "event": f"join_{s}", "stream": s},
+                {"op": "stream_wait_event", "stream": origin, "event": f"join_{s}"}]
+    return cap + [{"op": "stream_end_capture", "stream": origin, "graph": graph},
+                  {"op": "graph_instantiate", "graph": graph}]
 
 
 def trace_host_scale(records, params):

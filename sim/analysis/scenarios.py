@@ -374,7 +374,8 @@ def write_workloads(device="h200"):
 FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                     + [f"nocupti_actgap_stamp_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                     + ["procs_small_P1", "procs_small_P2", "procs_long_P1", "procs_long_P2",
-                       "procs_empty_P2"])
+                       "procs_empty_P2"]
+                    + [f"{p}gupdate_n{n}" for p in ("", "nocupti_") for n in (10, 100)])
 
 
 def bundle_fe_trace2(src, device="h200", names=FE_TRACE2_BUNDLE):

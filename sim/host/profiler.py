@@ -51,6 +51,7 @@ class Profiler:
         self._slots = {}             # stream id -> latency-timestamp slots it holds
         self._pool_full = False
         self._stamp_corr = {}        # stamp payload -> correlation id of its launch
+        self.captured = False        # the call running was captured (capture_call)
         timeline.ends_behind_stamps = self.latency
 
     def stamp_submitted(self, pb: PushBuffer, stream_id, corr):
@@ -81,18 +82,24 @@ class Profiler:
             self.timeline.stamp_written(corr, t_ns)
 
     def api_call(self, call):
-        """Run one API call (a generator), then CUPTI's cost: time inside a launch call (the
-        end of its runtime record moves past it) and after every call."""
+        """Run one API call (a generator), then CUPTI's cost: time inside a launch call that
+        launched (the end of its runtime record moves past it; a captured launch makes no
+        kernel activity) and after every call."""
         records = self.timeline.records
         n = len(records)
         result = yield from call
         if self.enabled:
             mine = [r for r in records[n:] if r["kind"] == "runtime"]
-            if mine and mine[-1]["name"].startswith("cudaLaunchKernel"):
+            captured, self.captured = self.captured, False
+            if mine and mine[-1]["name"].startswith("cudaLaunchKernel") and not captured:
                 yield ("cpu", self.p.cupti_launch_ns)
                 mine[-1]["end"] = self.sim.now_ns
             yield ("cpu", self.p.cupti_call_gap_ns)
         return result
+
+    def capture_call(self):
+        """The call running was captured into a graph: no kernel activity to record."""
+        self.captured = True
 
     def call_gap_ns(self):
         """CUPTI's CPU time after an API call (for an op that makes several calls)."""

@@ -392,6 +392,7 @@ class Runtime:
 
     def _capture_node(self, s, api, spec):
         start, corr = self.now(), self.timeline.correlation_id()
+        self.profiler.capture_call()
         s.capture.add(s.name, spec)
         yield ("cpu", self.p.capture_call_cpu_ns)
         self._record(api, start, corr)

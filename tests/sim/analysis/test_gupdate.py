@@ -1,0 +1,31 @@
+"""fe_trace2 gupdate as validation scenarios: the program's intervals read the same way from
+the trace (its gu_* records) and from the model (its marks), and the update paths' CPU
+times within the issue's 20% where they were not fitted (the profiled run: CUPTI's part is
+fitted on the slopes, the calls' totals are not)."""
+
+import pytest
+
+from gpufe.sim.params import load
+from gpufe.sim.analysis.metrics import GUPDATE_INTERVALS
+from gpufe.sim.analysis.validate import validate
+
+
+@pytest.fixture(scope="module")
+def rows():
+    got = validate(load("h200"), ["gupdate_n100", "nocupti_gupdate_n10"])
+    return {(r["scenario"], r["metric"]): r for r in got}
+
+
+def test_every_interval_is_compared_on_both_sides(rows):
+    for scenario in ("gupdate_n100", "nocupti_gupdate_n10"):
+        for metric, *_ in GUPDATE_INTERVALS:
+            assert (scenario, metric) in rows, (scenario, metric)
+
+
+@pytest.mark.parametrize("scenario, metric", [
+    ("gupdate_n100", "gu_set_per_node_us"), ("gupdate_n100", "gu_update_us"),
+    ("gupdate_n100", "gu_reinstantiate_us"), ("gupdate_n100", "gu_update_capture_us"),
+    ("nocupti_gupdate_n10", "gu_update_capture_us"),
+    ("nocupti_gupdate_n10", "gu_reinst_launch_sync_us")])
+def test_update_paths_cpu_times_within_20_percent(rows, scenario, metric):
+    assert abs(rows[(scenario, metric)]["rel_error"]) <= 0.20, rows[(scenario, metric)]
