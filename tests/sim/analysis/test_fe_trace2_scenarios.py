@@ -31,7 +31,7 @@ def figures(name):
 def test_the_bundle_is_shipped():
     names = set(scenario_names())
     assert set(FE_TRACE2_BUNDLE) <= names
-    assert {program_of(n) for n in FE_TRACE2_BUNDLE} == {"actgap", "procs"}
+    assert {program_of(n) for n in FE_TRACE2_BUNDLE} == {"actgap", "procs", "gupdate"}
 
 
 @pytest.mark.parametrize("name", FE_TRACE2_BUNDLE)

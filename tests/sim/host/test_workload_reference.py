@@ -28,7 +28,7 @@ def _program(kind, fields):
 
 def _required(kind):
     """The op's required fields, each with a valid value."""
-    refs = {"stream": "s", "event": "e", "name": "new",
+    refs = {"stream": "s", "event": "e", "name": "new", "from": "g",
             "graph": "new" if kind == "stream_end_capture" else "g"}
     fields = {}
     for name, f in OPS[kind].fields.items():
@@ -78,7 +78,8 @@ def test_the_table_drives_the_checks(kind):
             assert checked[name] == f.default + [1] * (3 - len(f.default))
         else:
             assert checked[name] == f.default
-        wrong = "s" if f.types is not str else 1
+        takes_str = f.types is str or isinstance(f.types, tuple) and str in f.types
+        wrong = 1 if takes_str else "s"
         with pytest.raises(WorkloadError, match=f"{kind}.{name} has the wrong type"):
             parse_workload(_program(kind, {**fields, name: wrong}), "w.json")
         if f.most is not None:
