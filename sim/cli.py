@@ -162,8 +162,9 @@ def _vcd_target(args, params):
 
 def _prepare_from_trace(args, params):
     """The trace read and its replays prepared and checked: (measured per step, steps, runs),
-    each run (label, as_graph, profiler, workload, the parameters it runs with). Eager and (with --as-graph) as a graph,
-    each profiled and unprofiled; the run of --profiler comes last of its kind."""
+    each run (label, as_graph, profiler, workload, the parameters it runs with). Eager and
+    (with --as-graph) as a graph, each profiled and unprofiled; the run of --profiler comes
+    last of its kind."""
     from gpufe.sim.params import check_config
     from gpufe.sim.analysis.replay import prepare, per_step_us, replay_params
     from gpufe.sim.analysis.traces import read_trace_located

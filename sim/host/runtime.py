@@ -460,8 +460,9 @@ class Runtime:
 
     def graph_exec_set_params(self, graph, nodes, block_ns):
         """cudaGraphExecKernelNodeSetParams on each of ``nodes`` ("all": every kernel node; or
-        indices in capture order), one call and one record each: the executable graph's kernel nodes take the
-        new work per block (``block_ns``; None: unchanged) from its next launch on."""
+        indices in capture order), one call and one record each: the executable graph's
+        kernel nodes take the new work per block (``block_ns``; None: unchanged) from its next
+        launch on."""
         g, x = self._executable(graph)
         index = [i for i, node in enumerate(x.nodes) if node.kind == "kernel"] \
             if nodes == "all" else nodes
