@@ -229,7 +229,8 @@ def graph_update_fit():
     through the two sizes for cudaGraphExecUpdate and cudaGraphExecDestroy (fixed part and per
     node), a re-instantiation's and the first launch's upload per node (slopes); with CUPTI,
     its time per node of an update, a destroy and a re-instantiation (the profiled slopes
-    less the unprofiled; median of the three); the calls of a stream capture."""
+    less the unprofiled; median of the three); the calls of a stream capture, and what a
+    process's first capture costs more."""
     sizes = (10, 100)
     off = {n: _trace(f"nocupti_gupdate_n{n}") for n in sizes}
     on = {n: _trace(f"gupdate_n{n}") for n in sizes}
@@ -258,6 +259,12 @@ def graph_update_fit():
     a, b = line(off, "gu_update", "capture_ns")
     out["capture_call_cpu_ns"] = b
     out["begin_capture_cpu_ns"] = out["end_capture_cpu_ns"] = max(a, 0.0) / 2
+    # a process's first capture (the build's) over a recapture of as many launches: the
+    # setup once, and each launch the node store grows by
+    first = [(n, _gu_median(t, "gu_build", "capture_ns") - (a + b * n))
+             for n, t in off.items()]
+    a, b = _line(first)
+    out["capture_first_cpu_ns"], out["capture_grow_per_node_ns"] = max(a, 0.0), max(b, 0.0)
     return out
 
 

@@ -93,6 +93,9 @@ class Runtime:
         # graph nodes' worth of device memory freed by cudaGraphExecDestroy: an instantiation
         # that fits in it allocates nothing
         self._graph_pool_free = 0
+        # the most nodes a capture has held (the driver's node store) and whether the
+        # capture machinery is set up: a process's first capture and growth cost more
+        self._capture_high = None
         self._kernel_ids = {}        # kernel name -> id in the function table
         self.blocked_launches = 0
 
@@ -394,7 +397,10 @@ class Runtime:
         start, corr = self.now(), self.timeline.correlation_id()
         self.profiler.capture_call()
         s.capture.add(s.name, spec)
-        yield ("cpu", self.p.capture_call_cpu_ns)
+        grow = len(s.capture.nodes) > self._capture_high
+        self._capture_high = max(self._capture_high, len(s.capture.nodes))
+        yield ("cpu", self.p.capture_call_cpu_ns
+               + (self.p.capture_grow_per_node_ns if grow else 0))
         self._record(api, start, corr)
 
     def stream_begin_capture(self, stream):
@@ -403,7 +409,11 @@ class Runtime:
             raise CaptureError(f"stream {stream!r} is already capturing")
         start, corr = self.now(), self.timeline.correlation_id()
         s.capture = Capture(origin=s, frontier={s.name: set()})
-        yield ("cpu", self.p.begin_capture_cpu_ns)
+        first = self._capture_high is None
+        if first:
+            self._capture_high = 0
+        yield ("cpu", self.p.begin_capture_cpu_ns + (self.p.capture_first_cpu_ns if first
+                                                     else 0))
         self._record("stream_begin_capture", start, corr)
 
     def stream_end_capture(self, stream, graph):

@@ -106,6 +106,11 @@ class Params:
     begin_capture_cpu_ns: float = _cpu("cudaStreamBeginCapture")
     capture_call_cpu_ns: float = _cpu("a launch, copy or event call while capturing")
     end_capture_cpu_ns: float = _cpu("cudaStreamEndCapture")
+    capture_first_cpu_ns: float = _cpu("a process's first cudaStreamBeginCapture: the capture "
+                                       "machinery's setup, once")
+    capture_grow_per_node_ns: float = _cpu("a captured launch or copy beyond the most nodes any "
+                                           "capture of the process has held: the driver's "
+                                           "node store grows")
     instantiate_cpu_ns: float = _cpu("cudaGraphInstantiate, fixed part")
     instantiate_per_node_ns: float = _cpu("cudaGraphInstantiate, per node")
     graph_launch_cpu_ns: float = _cpu("cudaGraphLaunch, fixed part")

@@ -133,3 +133,23 @@ def test_an_update_from_an_unknown_graph_is_a_workload_error():
     with pytest.raises(WorkloadError, match=r"refers to graph 'nope', which no "
                                             r"stream_end_capture before it makes"):
         workload(prog)
+
+
+def test_a_process_first_capture_and_a_larger_one_cost_more(params):
+    """The first capture sets the machinery up and grows the node store; a recapture of as
+    many launches costs the calls only; a larger one grows the store by its extra nodes."""
+    prog = (streams("s") + capture("s", 0, "a", n=4) + capture("s", 0, "b", n=4)
+            + capture("s", 0, "c", n=6))
+    r = simulate(workload(prog), params, backend="compiled")
+    calls = [x for x in r.records if x["kind"] == "runtime"]
+    spans, cur = [], None
+    for x in calls:
+        if x["name"].startswith("cudaStreamBeginCapture"):
+            cur = x["start"]
+        elif x["name"].startswith("cudaStreamEndCapture"):
+            spans.append(x["end"] - cur)
+    call, grow = params.capture_call_cpu_ns, params.capture_grow_per_node_ns
+    fixed = params.begin_capture_cpu_ns + params.end_capture_cpu_ns
+    assert spans == [pytest.approx(fixed + params.capture_first_cpu_ns + 4 * (call + grow), abs=2),
+                     pytest.approx(fixed + 4 * call, abs=2),
+                     pytest.approx(fixed + 6 * call + 2 * grow, abs=2)]
