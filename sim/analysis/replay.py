@@ -296,7 +296,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     after_call = params.cupti_call_gap_ns * scale
     per_record = params.profiler_op_ns * scale if profiler == "off" else 0.0
     # the program's own CPU time, on the host the replay runs on (replay_params)
-    speed = replay_params(records, params, profiler).host_cpu_scale / scale
+    speed = (scale if profiler == "cupti" else params.host_cpu_scale) / scale
     modelled = False          # whether the call before was one the model makes (not a sleep)
     for i, (call, loc, w, w_loc) in enumerate(calls):
         if call["kind"] == "meta":

@@ -33,6 +33,7 @@ processes, null for none). fe_trace2 writes one file per process (``OUT.p0.jsonl
 :func:`merge_processes` makes them one timeline of that form.
 """
 
+import bisect
 import gzip
 import json
 import math
@@ -539,7 +540,6 @@ def _kineto(path):
 def _count_cpu_ops(records, op_starts):
     """Each call's ``cpu_ops``: the operator records begun after the call before it (in start
     order, any thread) and up to its own start."""
-    import bisect
     op_starts.sort()
     prev = 0
     for r in sorted((r for r in records if r["kind"] in ("runtime", "driver")),

@@ -8,6 +8,7 @@ are computed on the model's timeline and on the reference trace. A row is
 with ``profiler="cupti"``, the ``nocupti_*`` ones by runs with ``profiler="off"``.
 """
 
+import functools
 import json
 import math
 import statistics
@@ -94,6 +95,7 @@ def recorded_host_scale(params, launch_api_us):
     return params.host_fast_cpu_scale if launch_api_us < math.sqrt(slow * fast) else 1.0
 
 
+@functools.lru_cache(maxsize=None)
 def _launches_capture(name, device):
     """Whether most of a trace's launch calls were captured (no kernel of theirs ran): their
     time is a capture's, which tells nothing of the vCPU."""
