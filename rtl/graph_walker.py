@@ -8,13 +8,14 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .config import FrontEndConfig
-from .layouts import (GraphNode, GraphNodeKind, GRAPH_NODE_DWORDS, COPY_FLAG_DESCRIPTOR,
+from .layouts import (GraphNode, GraphEdge, GraphNodeKind, GRAPH_NODE_DWORDS, COPY_FLAG_DESCRIPTOR,
                       ErrorCause, ADDR_BITS, dma_read_request_layout, dma_read_response_layout,
                       launch_record_layout, copy_record_layout, completion_layout,
                       graph_launch_layout)
 from .fetcher import fault_layout
 
-__all__ = ["GraphWalker", "WalkerState", "CompletionState", "node_entry_layout"]
+__all__ = ["GraphWalker", "WalkerState", "CompletionState", "node_entry_layout",
+           "edge_entry_layout"]
 
 
 class WalkerState(enum.Enum, shape=3):
@@ -40,7 +41,14 @@ def node_entry_layout(cfg):
     """A node as the walker holds it on chip (a :class:`~gpufe.rtl.layouts.GraphNode` without
     its padding; the successor index narrowed to ``cfg.edge_bits``)."""
     return data.StructLayout({"kind": GraphNodeKind, "pred_count": 14, "succ_count": 16,
-                              "succ_first": cfg.edge_bits, "descriptor": 32})
+                              "succ_first": cfg.edge_bits, "descriptor": 32,
+                              "programmatic": 1})
+
+
+def edge_entry_layout(cfg):
+    """An edge as the walker holds it (a :class:`~gpufe.rtl.layouts.GraphEdge`, the successor
+    narrowed to ``cfg.node_bits``)."""
+    return data.StructLayout({"node": cfg.node_bits, "programmatic": 1})
 
 
 class GraphWalker(wiring.Component):
@@ -56,6 +64,10 @@ class GraphWalker(wiring.Component):
     - completion: for a completed node, walks its successors, one edge every three cycles,
       decrementing each one's pending-predecessor count; a successor whose count reaches zero
       is ready. Pending counts carry the launch's epoch, so a new launch needs no reset pass.
+    - programmatic edges (PDL): a kernel node whose entry says it has programmatic successors
+      goes through the same walk once the engine has taken it, resolving only those edges
+      (its completion resolves only the others): the compute work distributor holds such a
+      successor until its predecessor triggers. Completions go first.
 
     When every node has completed the walker reports the launch's own completion (channel,
     seq), which releases whatever the channel posted behind the graph. Graph launches queue
@@ -147,9 +159,13 @@ class GraphWalker(wiring.Component):
             width=graph_launch_layout(cfg).size, depth=cfg.graph_queue)
         m.submodules.ready = ready = SyncFIFOBuffered(width=nb, depth=cfg.graph_nodes_max)
         m.submodules.done = done = SyncFIFOBuffered(width=nb, depth=cfg.graph_inflight_max)
+        # dispatched nodes whose programmatic edges are still to walk
+        m.submodules.launched = launched = SyncFIFOBuffered(width=nb,
+                                                            depth=cfg.graph_inflight_max)
         m.submodules.nodes = nodes = Memory(shape=entry_layout, depth=cfg.graph_nodes_max,
                                             init=[])
-        m.submodules.edges = edges = Memory(shape=nb, depth=cfg.graph_edges_max, init=[])
+        m.submodules.edges = edges = Memory(shape=edge_entry_layout(cfg),
+                                            depth=cfg.graph_edges_max, init=[])
         m.submodules.roots = roots = Memory(shape=nb, depth=cfg.graph_nodes_max, init=[])
         m.submodules.pending = pending = Memory(
             shape=data.StructLayout({"count": 14, "epoch": 8}), depth=cfg.graph_nodes_max,
@@ -211,14 +227,17 @@ class GraphWalker(wiring.Component):
 
         assembled = GraphNode(Signal(GRAPH_NODE_DWORDS * 32))
         m.d.comb += assembled.as_value().eq(node_words | (rsp.payload.data << 96))
+        loaded_edge = GraphEdge(rsp.payload.data)
         m.d.comb += [
             node_wp.addr.eq(load_index), node_wp.data.kind.eq(assembled.kind),
             node_wp.data.pred_count.eq(assembled.pred_count),
             node_wp.data.succ_count.eq(assembled.succ_count),
             node_wp.data.succ_first.eq(assembled.succ_first),
             node_wp.data.descriptor.eq(assembled.descriptor),
+            node_wp.data.programmatic.eq(assembled.programmatic),
             root_wp.addr.eq(n_roots), root_wp.data.eq(load_index),
-            edge_wp.addr.eq(load_index), edge_wp.data.eq(rsp.payload.data),
+            edge_wp.addr.eq(load_index), edge_wp.data.node.eq(loaded_edge.node),
+            edge_wp.data.programmatic.eq(loaded_edge.programmatic),
         ]
         succ_end = assembled.succ_first + assembled.succ_count
 
@@ -234,8 +253,11 @@ class GraphWalker(wiring.Component):
         with m.If(yr.valid & yr.ready):
             m.d.sync += yr.valid.eq(0)
         d_node = Signal(nb)
+        offer_prog = Signal()        # the kernel node offered has programmatic successors
         offered = cr.valid | yr.valid
         taken = (cr.valid & cr.ready) | (yr.valid & yr.ready)
+        m.d.comb += [launched.w_en.eq(cr.valid & cr.ready & offer_prog),
+                     launched.w_data.eq(cr.payload.node)]
         can_pop = ((state == WalkerState.RUN) & ready.r_rdy & ~d_busy & ~offered
                    & (inflight < cfg.graph_inflight_max) & ~starting)
         m.d.comb += [node_dispatch.addr.eq(ready.r_data), ready.r_en.eq(can_pop)]
@@ -252,22 +274,31 @@ class GraphWalker(wiring.Component):
             with m.Else():
                 m.d.sync += [cr.valid.eq(1), cr.payload.channel.eq(cur.channel),
                              cr.payload.seq.eq(cur.seq), cr.payload.node.eq(d_node),
-                             cr.payload.graph.eq(1), cr.payload.descriptor.eq(e.descriptor << 8)]
+                             cr.payload.graph.eq(1), cr.payload.descriptor.eq(e.descriptor << 8),
+                             offer_prog.eq(e.programmatic)]
 
         # -- completion: walk the successors --
         cstate = Signal(CompletionState)
         c_first = Signal(eb + 1)
         c_left = Signal(16)
         succ = Signal(nb)
-        popping_done = (cstate == CompletionState.IDLE) & done.r_rdy & (state == WalkerState.RUN)
-        m.d.comb += [done.r_en.eq(popping_done), node_succ.addr.eq(done.r_data),
-                     edge_rp.addr.eq(c_first), pend_rp.addr.eq(edge_rp.data),
-                     node_pred.addr.eq(edge_rp.data)]
+        c_prog = Signal()            # walking a dispatch's programmatic edges, not a completion
+        e_prog = Signal()            # the edge being walked is programmatic
+        idle_run = (cstate == CompletionState.IDLE) & (state == WalkerState.RUN)
+        popping_done = idle_run & done.r_rdy
+        popping_launched = idle_run & ~done.r_rdy & launched.r_rdy
+        m.d.comb += [done.r_en.eq(popping_done), launched.r_en.eq(popping_launched),
+                     node_succ.addr.eq(Mux(popping_done, done.r_data, launched.r_data)),
+                     edge_rp.addr.eq(c_first), pend_rp.addr.eq(edge_rp.data.node),
+                     node_pred.addr.eq(edge_rp.data.node)]
         m.d.sync += inflight.eq(inflight + taken - popping_done)
         with m.Switch(cstate):
             with m.Case(CompletionState.IDLE):
                 with m.If(popping_done):
-                    m.d.sync += [cstate.eq(CompletionState.NODE), done_count.eq(done_count + 1)]
+                    m.d.sync += [cstate.eq(CompletionState.NODE), done_count.eq(done_count + 1),
+                                 c_prog.eq(0)]
+                with m.If(popping_launched):
+                    m.d.sync += [cstate.eq(CompletionState.NODE), c_prog.eq(1)]
             with m.Case(CompletionState.NODE):
                 m.d.sync += [c_first.eq(node_succ.data.succ_first),
                              c_left.eq(node_succ.data.succ_count)]
@@ -279,14 +310,17 @@ class GraphWalker(wiring.Component):
                 # edge_rp.addr = c_first this cycle; the successor's index arrives next cycle
                 m.d.sync += cstate.eq(CompletionState.EDGE)
             with m.Case(CompletionState.EDGE):
-                m.d.sync += [succ.eq(edge_rp.data), cstate.eq(CompletionState.UPDATE)]
+                m.d.sync += [succ.eq(edge_rp.data.node), e_prog.eq(edge_rp.data.programmatic),
+                             cstate.eq(CompletionState.UPDATE)]
             with m.Case(CompletionState.UPDATE):
                 p = pend_rp.data
                 count = Mux(p.epoch == epoch, p.count, node_pred.data.pred_count)
-                m.d.comb += [pend_wp.addr.eq(succ), pend_wp.en.eq(1),
-                             pend_wp.data.count.eq(count - 1), pend_wp.data.epoch.eq(epoch)]
-                with m.If(count == 1):
-                    m.d.comb += [ready.w_en.eq(1), ready.w_data.eq(succ)]
+                # a completion resolves the ordinary edges, a dispatch the programmatic ones
+                with m.If(e_prog == c_prog):
+                    m.d.comb += [pend_wp.addr.eq(succ), pend_wp.en.eq(1),
+                                 pend_wp.data.count.eq(count - 1), pend_wp.data.epoch.eq(epoch)]
+                    with m.If(count == 1):
+                        m.d.comb += [ready.w_en.eq(1), ready.w_data.eq(succ)]
                 m.d.sync += [c_first.eq(c_first + 1), c_left.eq(c_left - 1)]
                 with m.If(c_left == 1):
                     m.d.sync += cstate.eq(CompletionState.IDLE)
@@ -389,6 +423,7 @@ class GraphWalker(wiring.Component):
         m.d.comb += self.quiescent.eq(
             ((state == WalkerState.IDLE) & (queue.level == 0) & ~gd.valid)
             | ((state == WalkerState.RUN) & ((ready.level == 0) | starting) & (done.level == 0)
+               & (launched.level == 0)
                & ~d_busy & ~offered & (cstate == CompletionState.IDLE)
                & (done_count != cur.nodes))
             | (loading & in_flight_read & ~req.valid & ~rsp.valid))

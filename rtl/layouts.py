@@ -25,7 +25,7 @@ __all__ = [
     "DESCRIPTOR_ALIGN", "LaunchDescriptor", "LAUNCH_DESCRIPTOR_DWORDS", "CopyKind", "COPY_KINDS",
     "CopyDescriptor", "COPY_DESCRIPTOR_DWORDS", "COPY_FLAG_DESCRIPTOR",
     # CUDA graphs
-    "GraphNodeKind", "GraphNode", "GRAPH_NODE_DWORDS", "GraphLaunchQueue",
+    "GraphNodeKind", "GraphNode", "GraphEdge", "GRAPH_NODE_DWORDS", "GraphLaunchQueue",
     "GRAPH_LAUNCH_QUEUE_DWORDS", "GraphLaunchRecord", "GRAPH_LAUNCH_RECORD_DWORDS",
     # channel state and errors, CP state
     "ChannelState", "ErrorCause", "CPState",
@@ -220,6 +220,20 @@ class LaunchDescriptor(data.Struct):
     submitted_ns: 64       # CUPTI's "submitted": its kickoff (the driver writes it then)
     graph_id: 32           # a graph's kernel node: the executable graph's id; 0 otherwise
     graph_launches: 32     # a graph's kernel node: its GraphLaunchQueue, byte address >> 8
+    # model: programmatic dependent launch (CUDA's launch attribute
+    # programmaticStreamSerialization, or a graph's programmatic edge). ``pdl``: the compute
+    # work distributor holds the kernel until its primary triggers, and its blocks wait in
+    # cudaGridDependencySynchronize for the primary's exit; the primary is the kernel of the
+    # same stream whose release is (``release_index``, ``pdl_primary``), or in a graph launch
+    # node ``pdl_primary``. ``trigger_enable``: each block calls
+    # cudaTriggerProgrammaticLaunchCompletion ``trigger_ps`` after it starts (otherwise it
+    # triggers as it exits); ``prologue_ps``: a block's work before its dependency wait
+    pdl: 1
+    trigger_enable: 1
+    _r1: 30
+    pdl_primary: 32
+    trigger_ps: 64
+    prologue_ps: 64
 
 
 LAUNCH_DESCRIPTOR_DWORDS = LaunchDescriptor.as_shape().size // 32
@@ -293,14 +307,25 @@ class GraphNodeKind(enum.Enum, shape=2):
 
 class GraphNode(data.Struct):
     """model: one node of an instantiated graph's table in device-visible memory (16 bytes).
-    The table holds ``nodes`` of these, then the edges: one dword per edge, the successor's
-    index; node i's successors are edges[succ_first : succ_first + succ_count]."""
+    The table holds ``nodes`` of these, then the edges (:class:`GraphEdge`, one dword each);
+    node i's successors are edges[succ_first : succ_first + succ_count]. ``programmatic``: some
+    of them are programmatic edges (the walker resolves those as it dispatches the node)."""
     kind: GraphNodeKind
     pred_count: 14
     succ_count: 16
     succ_first: 32
     descriptor: 32         # byte address >> 8
-    _r: 32
+    programmatic: 1
+    _r: 31
+
+
+class GraphEdge(data.Struct):
+    """model: one edge of a graph's table: the successor's index; ``programmatic``: a
+    programmatic edge (CUDA's cudaGraphKernelNodePortProgrammatic, what a captured PDL launch
+    becomes), resolved when the predecessor is dispatched rather than when it completes: the
+    compute work distributor then holds the successor until the predecessor triggers."""
+    node: 31
+    programmatic: 1
 
 
 GRAPH_NODE_DWORDS = 4

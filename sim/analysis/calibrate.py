@@ -268,6 +268,28 @@ def graph_update_fit():
     return out
 
 
+def pdl_window():
+    """Kernels of a stream in flight at once under PDL: on the stream chain of 2 us kernels
+    that trigger at once (stamps, unprofiled), kernels pile up resident until each one waits
+    in its channel for the completion of the kernel pdl_window before it, and enters
+    ~1.5 us after that kernel's exit. For each kernel past the first 20: its index less
+    that of the last kernel to exit at least PDL_PATH_NS before it entered; the median."""
+    out = []
+    for r in _trace("nocupti_pdl_stamp_p1_t1_ns2000_g0"):
+        if r["kind"] == "meta" and r["what"] == "pdl_stamps":
+            entries, exits = r["in_wait_out"][0::3], r["in_wait_out"][2::3]
+            for i in range(20, len(entries)):
+                before = [j for j in range(i) if exits[j] <= entries[i] - PDL_PATH_NS]
+                if before:
+                    out.append(i - before[-1])
+    return int(statistics.median(out))
+
+
+#: pdl_window: the least time from a kernel's exit to the entry of a kernel its channel
+#: ordered behind its completion (a stream's dependent launch takes ~1.5 us on the H200)
+PDL_PATH_NS = 1000
+
+
 def direct_fit():
     """Parameters read straight off the traces (ns)."""
     out = {}
@@ -313,6 +335,7 @@ def direct_fit():
     out["graph_launch_per_node_ns"] = per_node
     out["cupti_graph_node_ns"] = max(b - per_node, 0.0)
     out["profiler_op_ns"] = profiler_op_ns(host)
+    out["pdl_window"] = pdl_window()
     out.update(graph_update_fit())
     inst = [(r["nodes"], r["instantiate_ns"]) for t in graphs for r in t
             if r["kind"] == "meta" and r["what"] == "graph_built"]
@@ -369,6 +392,14 @@ SIMULATED = [
     # extra of one that still has work (20 ms kernels: its timeslice runs out)
     ("tsg_switch_ns", "procs_empty_P2", "switch_gap_us", (120000.0, 150000.0)),
     ("tsg_preempt_ns", "procs_long_P2", "switch_us", (5000.0, 30000.0)),
+    # PDL (stamps, unprofiled): the dependent's launch after its primary's trigger, on chains
+    # of empty kernels, stream and graph, triggering as they exit or at once (one value for
+    # the four, as for the context switch above); then the dependency wait's end after the
+    # primary's exit, on the early-trigger chains of 2 us kernels, stream and graph
+    ("pdl_launch_ns", tuple(f"nocupti_pdl_stamp_p1_t{t}_ns0_g{g}" for t in (0, 1)
+                            for g in (0, 1)), "pdl_exit_period_us", (300.0, 600.0)),
+    ("pdl_flush_ns", tuple(f"nocupti_pdl_stamp_p1_t1_ns2000_g{g}" for g in (0, 1)),
+     "pdl_dep_latency_us", (200.0, 500.0)),
 ]
 
 

@@ -26,7 +26,14 @@ The rules, as CUDA states them:
 - stream capture: work issued to a capturing stream (and to streams that joined the capture
   by waiting on an event recorded in it) becomes graph nodes instead of running; event
   records and waits inside the capture become the graph's edges;
-- priorities never break an ordering; copies of every kind are stream work like kernels.
+- priorities never break an ordering; copies of every kind are stream work like kernels;
+- programmatic dependent launch: a kernel launched with ``pdl`` whose stream's latest work is
+  a kernel (issued right before it, with no event wait between) may start before that kernel
+  (its primary) ends, but not before it starts; its blocks' work after
+  cudaGridDependencySynchronize (the record's ``sync``) begins after the primary's blocks
+  have all exited (its ``exit``), and it ends after the primary ends. Captured, that
+  dependency is a programmatic edge of the graph, with the same rule. Work after a PDL
+  kernel in its stream is ordered after it as usual.
 
 How the program maps onto the timeline: every API call makes one ``runtime`` record (one CPU
 thread: sorted by start, then ``corr``, they are in program order) except ``event_query``,
@@ -69,6 +76,14 @@ API = {
     "graph_exec_destroy": "cudaGraphExecDestroy",
 }
 
+def api_of(op):
+    """The runtime call an op makes: a PDL launch is cudaLaunchKernelEx's (a launch
+    attribute)."""
+    if op["op"] == "launch_kernel" and op.get("pdl"):
+        return "cudaLaunchKernelExC"
+    return API[op["op"]]
+
+
 #: ops that are no API call (no runtime record)
 NOT_API = ("mark", "host_sleep", "barrier")
 
@@ -91,7 +106,8 @@ class Edge:
     def describe(self):
         names = {"stream": "stream order", "event-wait": "event wait",
                  "graph-edge": "graph dependency", "graph-in-stream": "graph launch in stream "
-                 "order", "graph-exec-serial": "launches of one executable graph in order"}
+                 "order", "graph-exec-serial": "launches of one executable graph in order",
+                 "programmatic": "programmatic dependent launch (PDL)"}
         text = names.get(self.rule, self.rule)
         if self.hops:
             text += " via " + " -> ".join(self.hops)
@@ -211,6 +227,9 @@ class _Stream:
     frontier: Frontier = field(default_factory=Frontier)
     seq: int = 0
     capture: _Capture = None
+    # the stream's latest work when it is a kernel with nothing issued or waited for since
+    # (what a PDL launch depends on programmatically), in a capture its node index
+    last_kernel: object = None
 
 
 @dataclass
@@ -280,25 +299,34 @@ def analyse(workload):
             s = stream(call)
             kind = "kernel" if k == "launch_kernel" else "memcpy"
             label = op["kernel"] if k == "launch_kernel" else f"memcpy {op['kind']}"
+            pdl = k == "launch_kernel" and op.get("pdl") and s.last_kernel is not None
             if s.capture is not None:
                 cap = s.capture
-                cap.nodes.append((kind, label, frozenset(cap.frontier[s.name])))
+                deps = frozenset(cap.frontier[s.name])
+                prog = deps if pdl and deps == {s.last_kernel} else frozenset()
+                cap.nodes.append((kind, label, deps, prog))
                 cap.frontier[s.name] = {len(cap.nodes) - 1}
+                s.last_kernel = len(cap.nodes) - 1 if kind == "kernel" else None
                 continue
             s.seq += 1
             w = new_work(call, s, kind, label)
             w.preds = dict(s.frontier.items())
+            if pdl and s.last_kernel in w.preds:
+                w.preds[s.last_kernel] = Edge("programmatic")
             s.frontier = Frontier()
             s.frontier.add(w, Edge("stream"))
+            s.last_kernel = w if kind == "kernel" else None
         elif k == "event_record":
             s, e = stream(call), event(call)
             if s.capture is not None:
                 events[e] = ("capture", s.capture, frozenset(s.capture.frontier[s.name]), call)
             else:
                 events[e] = ("real", s.frontier.copy(), call)
+            s.last_kernel = None
         elif k == "stream_wait_event":
             s, e = stream(call), event(call)
             state = events[e]
+            s.last_kernel = None
             if state is not None and state[0] == "capture":
                 cap, nodes = state[1], state[2]
                 if not cap.active:
@@ -337,6 +365,7 @@ def analyse(workload):
             if s.capture is not None:
                 bad(call, "the stream is already capturing")
             s.capture = _Capture(s.name, frontier={s.name: set()})
+            s.last_kernel = None
         elif k == "stream_end_capture":
             s = stream(call)
             cap = s.capture
@@ -358,6 +387,7 @@ def analyse(workload):
             for st in streams.values():
                 if st.capture is cap:
                     st.capture = None
+                    st.last_kernel = None
             graphs[op["graph"]] = list(cap.nodes)
         elif k == "graph_instantiate":
             if op["graph"] not in graphs:
@@ -371,8 +401,8 @@ def analyse(workload):
                 bad(call, "the graph has no executable graph")
             if k == "graph_exec_update":
                 src = graphs.get(op["from"])
-                if src is None or [(kind, deps) for kind, _, deps in src] != \
-                        [(kind, deps) for kind, _, deps in x.graph]:
+                if src is None or [(kind, deps, prog) for kind, _, deps, prog in src] != \
+                        [(kind, deps, prog) for kind, _, deps, prog in x.graph]:
                     bad(call, "the graphs' topologies differ")
             if k == "graph_exec_destroy":
                 del execs[op["graph"]]
@@ -386,12 +416,13 @@ def analyse(workload):
             s.seq += 1
             nodes = x.graph
             mine = [new_work(call, s, kind, label, node=i)
-                    for i, (kind, label, _) in enumerate(nodes)]
+                    for i, (kind, label, _, _) in enumerate(nodes)]
             has_succ = set()
-            for i, (_, _, deps) in enumerate(nodes):
+            for i, (_, _, deps, prog) in enumerate(nodes):
                 w = mine[i]
                 if deps:
-                    w.preds = {mine[d]: Edge("graph-edge") for d in sorted(deps)}
+                    w.preds = {mine[d]: Edge("programmatic" if d in prog else "graph-edge")
+                               for d in sorted(deps)}
                     has_succ.update(deps)
                 else:
                     w.preds = {p: (Edge("graph-in-stream") if e.rule == "stream" else e)
@@ -403,6 +434,7 @@ def analyse(workload):
             s.frontier = Frontier()
             for w in sinks:
                 s.frontier.add(w, Edge("graph-in-stream"))
+            s.last_kernel = None
         else:
             bad(call, f"unknown op {k!r}")
     return Program(calls, works, waits)
@@ -453,11 +485,12 @@ def _map_calls(prog, records, chk):
             c += 1
             continue
         if call.kind != "event_query":
-            if i >= len(runtime) or _api_name(runtime[i]) != API[call.kind]:
+            want = api_of(call.op)
+            if i >= len(runtime) or _api_name(runtime[i]) != want:
                 got = "nothing" if i >= len(runtime) else \
                     f"{runtime[i].get('name')} (corr {runtime[i].get('corr')})"
                 chk.violation("mapping", "mapping", f"{call.describe()}: expected a "
-                              f"{API[call.kind]} runtime record, found {got}")
+                              f"{want} runtime record, found {got}")
                 return False
             call.records = [runtime[i]]
             i, c = i + 1, c + 1
@@ -530,6 +563,21 @@ def _map_work(prog, records, chk):
                           f"launch of the program made (captured work that ran?)")
 
 
+def _check_programmatic(chk, cls, w, p, edge):
+    """A PDL kernel ``w`` against its primary ``p``: it starts after p starts, its dependency
+    wait returns after p's blocks exited (``sync`` and ``exit``; a record without them: its
+    end after p's end is all that can be told), it ends after p ends."""
+    r, q = w.record, p.record
+    pairs = [("start", "start"), ("end", "end")]
+    if "sync" in r and "exit" in q:
+        pairs.append(("sync", "exit"))
+    for mine, theirs in pairs:
+        chk.after(edge.rule, f"{cls}:{mine}", r.get(mine), q.get(theirs),
+                  f"{w.describe()}'s {mine} at {r.get(mine)} ns is before {p.describe()}'s "
+                  f"{theirs} at {q.get(theirs)} ns; ordered by {edge.describe()}",
+                  after=w.describe(), before=p.describe(), edge=edge.describe())
+
+
 def check(workload, records):
     """Every ordering of ``workload`` that the timeline ``records`` breaks.
 
@@ -565,6 +613,9 @@ def check(workload, records):
                 continue
             depth = len(edge.hops)
             cls = f"{edge.rule}:{p.cls}->{w.cls}" + (":transitive" if depth > 1 else "")
+            if edge.rule == "programmatic":
+                _check_programmatic(chk, cls, w, p, edge)
+                continue
             chk.after(edge.rule, cls, r.get("start"), p.record.get("end"),
                       f"{w.describe()} starts at {r.get('start')} ns, before "
                       f"{p.describe()} ends at {p.record.get('end')} ns; ordered by "

@@ -94,6 +94,14 @@ SCENARIO_METRICS = {
                            "destroy",
     "gu_reinst_launch_sync_us": "gupdate: the re-instantiated graph's first launch and "
                                 "synchronisation",
+    "pdl_exit_period_us": "pdl: exit of chain kernel i+1 - exit of kernel i (block 0's "
+                          "stamps; the model: its last block's code end, the record's "
+                          "``exit``), pooled over repetitions",
+    "pdl_dep_latency_us": "pdl: exit of kernel i -> return of cudaGridDependencySynchronize "
+                          "in kernel i+1",
+    "pdl_resident_wait_us": "pdl: a kernel's entry -> return of its dependency wait (time "
+                            "resident before its primary let it go on); only where the "
+                            "median is above 1 us (an early trigger)",
 }
 
 #: CUPTI copy kind -> its name in the metrics (copy_<name>_gbps, copy_<name>_bytes)
@@ -737,4 +745,36 @@ def _gupdate(records):
     return out
 
 
-_SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs, "gupdate": _gupdate}
+#: pdl: the chain's kernels (the gates are k_gate)
+PDL_KERNEL = "k_pdl"
+
+
+def _pdl(records):
+    """The chain's period and dependency latency: from the trace's pdl_stamps records (block
+    0's entry, wait return and exit of each kernel, per repetition), or the model's kernel
+    records (start, ``sync``, ``exit``) in each repetition; medians over all pairs."""
+    chains = []                          # per repetition: [(entry, wait return, exit), ...]
+    stamps = [r for r in records if r["kind"] == "meta" and r["what"] == "pdl_stamps"]
+    if stamps:
+        for x in stamps:
+            v = x["in_wait_out"]
+            chains.append([tuple(v[i:i + 3]) for i in range(0, len(v) - 2, 3)])
+    else:
+        for pid_reps in _kernels_by_rep(records).values():
+            for ks in pid_reps:
+                chains.append([(k["start"], k["sync"], k["exit"]) for k in ks
+                               if k["name"] == PDL_KERNEL and "sync" in k])
+    period, dep, wait = [], [], []
+    for c in chains:
+        for (e0, w0, x0), (e1, w1, x1) in zip(c, c[1:]):
+            period.append(x1 - x0)
+            dep.append(w1 - x0)
+        wait += [w - e for e, w, _ in c]
+    resident = _median(wait)
+    return {"pdl_exit_period_us": _us(_median(period)), "pdl_dep_latency_us": _us(_median(dep)),
+            # only where kernels wait at all (an early trigger): else it is the prologue's
+            # few timer reads
+            "pdl_resident_wait_us": _us(resident) if resident and resident > 1000 else None}
+
+
+_SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl}

@@ -31,6 +31,9 @@ FILL_LAUNCHES = 1100
 class _Gen:
     def __init__(self, seed, connections):
         self.r = random.Random(f"gpufe-ordering/{seed}")
+        # PDL attributes come from a generator of their own: the programs' other ops stay as
+        # the seeds gave them before PDL
+        self.r_pdl = random.Random(f"gpufe-ordering-pdl/{seed}")
         self.mc = self.r.choice(list(connections)) if connections else self.r.randint(1, 32)
         self.streams = []
         self.events = []             # normal events (never recorded inside a capture)
@@ -51,8 +54,16 @@ class _Gen:
             x = r.random()
             block_ns = 0 if x < 0.3 else r.randint(1, 2000) if x < 0.65 else \
                 r.randint(2000, 30000)
-        return {"op": "launch_kernel", "stream": stream, "kernel": f"k{self.n_kernels}",
-                "grid": grid, "block": block, "block_ns": block_ns}
+        op = {"op": "launch_kernel", "stream": stream, "kernel": f"k{self.n_kernels}",
+              "grid": grid, "block": block, "block_ns": block_ns}
+        p = self.r_pdl
+        if p.random() < 0.3:
+            op["pdl"] = True
+            if p.random() < 0.5:
+                op["trigger_ns"] = p.choice([0, 100, 1000, 5000])
+            if p.random() < 0.3:
+                op["prologue_ns"] = p.choice([50, 500, 3000])
+        return op
 
     def copy(self, stream):
         r = self.r

@@ -302,11 +302,54 @@ def _gupdate(p, sms):
     return prog
 
 
+#: fe_trace2 k_pdl: a block's time from its entry to its dependency wait's return, and from
+#: that return to its exit, with no wait and ns = 0 (its stamps, median, on the H200: the
+#: timer reads and stores the kernel makes)
+PDL_PROLOGUE_NS = 64
+PDL_EPILOGUE_NS = 64
+
+
+def _pdl(p, sms):
+    """fe_trace2 pdl: a chain of n k_pdl kernels (cudaLaunchKernelEx, programmatic stream
+    serialization = pdl; trigger: each block triggers first), on a stream, or captured
+    (graph = 1: PDL launches become programmatic edges) and launched as a graph; each
+    repetition behind a plain gate kernel when gate > 0. stamp = 1: block 0 stamps its
+    entry, its wait's return and its exit, copied back after each repetition (the
+    pdl_stamps records). The kernel's own code is a prologue of PDL_PROLOGUE_NS before its
+    dependency wait and ns + PDL_EPILOGUE_NS after it."""
+    n, ns, pdl, trig = _arg(p, "n", 300), _arg(p, "ns", 0), _arg(p, "pdl", 1), _arg(p, "trigger", 0)
+    graph, reps, gate = _arg(p, "graph", 0), _arg(p, "reps", 5), _arg(p, "gate", 0)
+    stamp, grid, block = _arg(p, "stamp", 0), _arg(p, "grid", 1), _arg(p, "block", 32)
+    k = {"op": "launch_kernel", "stream": "s", "kernel": "k_pdl", "grid": _dims(grid),
+         "block": _dims(block), "block_ns": ns + PDL_EPILOGUE_NS,
+         "prologue_ns": PDL_PROLOGUE_NS, "pdl": bool(pdl)}
+    if trig:
+        k["trigger_ns"] = 0
+    prog = [{"op": "stream_create", "name": "s"}]
+    if graph:
+        prog += [{"op": "stream_begin_capture", "stream": "s"}, _repeat(n, [k]),
+                 {"op": "stream_end_capture", "stream": "s", "graph": "g"},
+                 {"op": "graph_instantiate", "graph": "g"},
+                 {"op": "graph_launch", "graph": "g", "stream": "s"},     # upload, warm-up
+                 {"op": "stream_synchronize", "stream": "s"}]
+        issue = [{"op": "graph_launch", "graph": "g", "stream": "s"}]
+    else:
+        prog += [_repeat(10, [k]), {"op": "stream_synchronize", "stream": "s"}]
+        issue = [_repeat(n, [k])]
+    rep = ([_mark("rep_begin")] + ([_gate("s", gate)] if gate else []) + issue
+           + [_mark("issued"), {"op": "stream_synchronize", "stream": "s"}, _mark("rep_end")])
+    if stamp:
+        # cudaMemcpy of the stamps (3 words a kernel), synchronous
+        rep += [{"op": "memcpy_async", "stream": "s", "kind": "d2h", "bytes": n * 3 * 8},
+                {"op": "stream_synchronize", "stream": "s"}]
+    return prog + [_repeat(reps, rep)]
+
+
 PROGRAMS = {"chain": _chain, "hyperq": _hyperq, "events": _events, "xstream": _xstream,
             "priority": _priority, "copy": _copy, "sync": _sync, "grid": _grid,
-            "actgap": _actgap, "procs": _procs, "gupdate": _gupdate}
+            "actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl}
 #: programs of fe_trace2.cu (the second set), the others are fe_trace.cu's
-FE_TRACE2 = {"actgap", "procs", "gupdate"}
+FE_TRACE2 = {"actgap", "procs", "gupdate", "pdl"}
 
 
 class ScenarioError(ValueError):
@@ -364,18 +407,26 @@ def write_workloads(device="h200"):
         wpath.write_text(json.dumps(w, indent=1) + "\n")
 
 
+#: pdl: (pdl, trigger) of the runs: no PDL, PDL, PDL with an early trigger
+PDL_MODES = ((0, 0), (1, 0), (1, 1))
+
 #: the fe_trace2 recordings bundled: actgap with and without CUPTI (in-kernel stamps) for
 #: every A, 32 connections, 100 ms gates (with 20 ms gates the launches of 16 and 32
 #: streams are not all queued when the gates end); procs with 1 and 2 processes, 20 x 1 ms
 #: kernels (small), 3 x 20 ms (long), 2000 empty kernels (empty, P = 2 only: alone it is
 #: chain_stream's launch-bound loop). The full-grid variants (full, half) are left out:
 #: their kernels over-run their spin time at full occupancy, which is the SMs', not the
-#: front end's
+#: front end's. pdl: the in-kernel stamp runs, every mode, stream (behind a gate) and graph,
+#: without CUPTI, and with it for no PDL and PDL with an early trigger at ns = 2000
 FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                     + [f"nocupti_actgap_stamp_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                     + ["procs_small_P1", "procs_small_P2", "procs_long_P1", "procs_long_P2",
                        "procs_empty_P2"]
-                    + [f"{p}gupdate_n{n}" for p in ("", "nocupti_") for n in (10, 100)])
+                    + [f"{p}gupdate_n{n}" for p in ("", "nocupti_") for n in (10, 100)]
+                    + [f"nocupti_pdl_stamp_p{p}_t{t}_ns{ns}_g{g}" for p, t in PDL_MODES
+                       for ns in (0, 2000) for g in (0, 1)]
+                    + [f"pdl_stamp_p{p}_t{t}_ns2000_g{g}" for p, t in ((0, 0), (1, 1))
+                       for g in (0, 1)])
 
 
 def bundle_fe_trace2(src, device="h200", names=FE_TRACE2_BUNDLE):

@@ -39,6 +39,9 @@ def finish_record(rec):
             return None
         # (an end written behind a time stamp in flight: ``sim/host/profiler.py``)
         r["start"], r["end"] = job.start // 1000, rec.get("_end", job.end // 1000)
+        if getattr(job, "sync", None) is not None:
+            # PDL: block 0's dependency wait returned, the last block's code ended
+            r["sync"], r["exit"] = job.sync // 1000, job.exit_at // 1000
     return r
 
 

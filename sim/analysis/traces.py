@@ -77,6 +77,8 @@ _COPY_KINDS = {"HtoD": COPY_KINDS["h2d"], "DtoH": COPY_KINDS["d2h"], "DtoD": COP
                "HtoH": 16, "PtoP": 10}
 #: calls whose kernels and copies share the call's correlation id
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
+#: launch calls that may carry the programmatic dependent launch attribute
+LAUNCH_EX = ("cudaLaunchKernelEx", "cuLaunchKernelEx")
 
 
 def _opener(path):
@@ -210,6 +212,7 @@ def _check_record(r, where):
 
 #: fe_trace2's in-kernel timer records that the metrics read: field -> what it must be
 _STAMPS = {"act_stamps": {"rep": "int", "stamps": "ints"},
+           "pdl_stamps": {"rep": "int", "in_wait_out": "ints"},
            "kspan": {"rep": "int", "i": "int", "gt_start": "int", "gt_end": "int",
                      "gaps": "pairs"}}
 
@@ -244,10 +247,14 @@ def _check_work(records, locs, path, tolerance=0):
     """Correlation ids: one per launch (the kernels and copies of one graph launch share
     theirs; so may a runtime call and a driver call it makes). Work of one stream runs in
     order: kernels and copies of a stream must not overlap, except the nodes of one graph
-    launch. Correlation ids and streams are each process's own (``pid``)."""
+    launch, and a kernel launched by cudaLaunchKernelEx (which may carry the programmatic
+    dependent launch attribute: it may start before the work before it ends). Correlation
+    ids and streams are each process's own (``pid``)."""
     graph_corrs = {(r.get("pid"), r["corr"]) for r in records
                    if r["kind"] in ("runtime", "driver")
                    and r["name"].startswith(GRAPH_LAUNCHES)}
+    ex_corrs = {(r.get("pid"), r["corr"]) for r in records
+                if r["kind"] == "runtime" and r["name"].startswith(LAUNCH_EX)}
     seen = {}
     for kind in ("runtime", "driver"):
         calls = {}
@@ -278,7 +285,7 @@ def _check_work(records, locs, path, tolerance=0):
         key = ((pid, r["stream"]), ("graph", r["corr"]) if g else ("one", id(r)))
         u = units.get(key)
         if u is None:
-            units[key] = [r["start"], r["end"], loc, r["kind"]]
+            units[key] = [r["start"], r["end"], loc, r["kind"], (pid, r["corr"]) in ex_corrs]
         else:
             if r["start"] < u[0]:
                 u[0], u[2], u[3] = r["start"], loc, r["kind"]
@@ -291,12 +298,12 @@ def _check_work(records, locs, path, tolerance=0):
         us.sort(key=lambda u: (u[0], u[1]))
         last = None
         for u in us:
-            if last is not None and u[0] < last[1] - tolerance:
+            if last is not None and u[0] < last[1] - tolerance and not u[4]:
                 raise TraceError(
                     f"{u[2]}: {u[3]} on stream {stream}{of} starts at {u[0]} ns, before the "
                     f"{last[3]} of {_other(last[2], path)} on the same stream ends ({last[1]} "
-                    f"ns): the work of one stream runs in order (programmatic dependent launch "
-                    f"is not modelled)")
+                    f"ns): the work of one stream runs in order (only a programmatic dependent "
+                    f"launch, by cudaLaunchKernelEx, may start early)")
             if last is None or u[1] > last[1]:
                 last = u
 

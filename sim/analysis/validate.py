@@ -35,7 +35,8 @@ PROGRAM_METRICS = {"sync": ("sync_return_us",),
                    "actgap": ("stream_period_us", "kernels_per_us"),
                    "procs": ("timeslice_run_us", "switch_us", "switched_out_us", "run_len",
                              "switch_gap_us", "kernel_span_us", "makespan_us"),
-                   "gupdate": tuple(m for m, *_ in GUPDATE_INTERVALS)}
+                   "gupdate": tuple(m for m, *_ in GUPDATE_INTERVALS),
+                   "pdl": ("pdl_exit_period_us", "pdl_dep_latency_us", "pdl_resident_wait_us")}
 
 
 def profiler_of(name):

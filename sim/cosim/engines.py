@@ -14,6 +14,15 @@ the highest-priority eligible kernel go first, otherwise kernels in arrival orde
 blocks are never preempted. A block runs ``block_ns + block_overhead_ns``; the kernel ends
 ``kernel_end_ns`` after its last block, and only then is its completion reported.
 
+Programmatic dependent launch: a kernel launched with PDL names its primary (the kernel
+before it in its stream, or its programmatic predecessor in a graph). The work distributor
+holds it until the primary triggers, that is once every block of the primary has called the
+trigger (``trigger_ns`` after it starts) or exited, and makes it eligible
+``pdl_launch_ns`` after that (or after its own launch latency, if later). A block runs its
+prologue, then waits in cudaGridDependencySynchronize until ``pdl_flush_ns`` after the
+primary's last block exits, then its ``block_ns``; the block's own overhead follows its code.
+A primary that has completed by the time the dependent arrives holds nothing.
+
 Copy: one engine per direction (H2D, D2H, D2D), each a FIFO; a copy takes
 ``copy_latency_ns + bytes / bandwidth``.
 """
@@ -97,6 +106,26 @@ class Kernel:
     dispatched: int = None      # ns, when the front end dispatched it
     tsg: int = 0                # the context (process) it belongs to
     saved: list = None          # ps left of each of its blocks preempted by a context switch
+    # PDL (ps): each block's trigger after its start (None: as it exits), its prologue
+    trigger_ps: int = None
+    prologue_ps: int = 0
+    primary: object = None      # the live kernel whose trigger and exit it waits for
+    pdl: bool = False           # launched with a programmatic dependency
+    trigger_at: int = None      # every block has triggered (known once all are placed)
+    exit_at: int = None         # every block's code has ended
+    sync: int = None            # block 0's cudaGridDependencySynchronize returned (stamped)
+    _timed: int = 0             # blocks whose trigger and exit are known
+    _trig_max: int = 0
+    _exit_max: int = 0
+    dependents: list = None     # (kernel, earliest eligible) held until it triggers
+    gds_waiting: list = None    # its dependents' blocks waiting for its exit
+
+    @property
+    def stamped(self):
+        """A kernel whose blocks report their dependency wait (PDL, a trigger or a
+        prologue): its record carries ``sync`` (block 0's wait returned) and ``exit`` (its
+        last block's code ended)."""
+        return self.pdl or self.trigger_ps is not None or self.prologue_ps > 0
 
 
 class ComputeEngine:
@@ -118,15 +147,41 @@ class ComputeEngine:
         self.paused = set()                  # TSGs switched out: their work waits
         self._live = {}                      # block token -> (kernel, SM, end ps)
         self._token = 0
+        self._primaries = {}                 # primary key -> live kernel (PDL)
 
-    def launch(self, kernel, graph=False):
+    def launch(self, kernel, graph=False, primary_key=None):
         """A graph node's launch state was prepared at instantiation: it becomes eligible
-        after ``graph_launch_latency_ns`` instead of ``launch_latency_ns``."""
+        after ``graph_launch_latency_ns`` instead of ``launch_latency_ns``. ``primary_key``:
+        the key (:meth:`primary_key`) of the kernel a PDL launch depends on."""
         kernel.order = self._order
         kernel.graph = graph
         self._order += 1
         latency = self.p.graph_launch_latency_ns if graph else self.p.launch_latency_ns
+        own = self.primary_key(kernel)
+        if own is not None:
+            self._primaries[own] = kernel
+        if primary_key is not None:
+            kernel.pdl = True
+            kernel.primary = primary = self._primaries.get(primary_key)
+            if primary is not None:
+                earliest = self.ev.now + ps(latency)
+                if primary.trigger_at is None:
+                    if primary.dependents is None:
+                        primary.dependents = []
+                    primary.dependents.append((kernel, earliest))
+                else:
+                    self.ev.at(max(earliest, primary.trigger_at + ps(self.p.pdl_launch_ns)),
+                               self._eligible, kernel)
+                return
         self.ev.after(ps(latency), self._eligible, kernel)
+
+    @staticmethod
+    def primary_key(kernel):
+        """How a PDL launch names ``kernel`` as its primary: a graph node by its launch and
+        node index, a stream kernel by its release."""
+        if kernel.graph:
+            return kernel.key[:3]
+        return kernel.release
 
     def _eligible(self, kernel):
         kernel.arrival = self.ev.now
@@ -150,8 +205,8 @@ class ComputeEngine:
         self.paused.add(tsg)
         now = self.ev.now
         for token, (k, sm, end) in list(self._live.items()):
-            if k.tsg != tsg:
-                continue
+            if k.tsg != tsg or end is None:
+                continue                     # (a block in its dependency wait stays)
             del self._live[token]
             self.free_threads[sm] += k.threads
             self.free_blocks[sm] += 1
@@ -195,7 +250,8 @@ class ComputeEngine:
         now = self.ev.now
         self.free_threads[sm] -= k.threads
         self.free_blocks[sm] -= 1
-        if k.saved:
+        resumed = bool(k.saved)
+        if resumed:
             duration = k.saved.pop(0)       # a preempted block resumes where it stopped
         else:
             if k.placed == 0:
@@ -208,10 +264,56 @@ class ComputeEngine:
         if k.placed == k.blocks and not k.saved:
             self.waiting.remove(k)
         self._token += 1
-        self._live[self._token] = (k, sm, now + duration)
-        self.ev.after(duration, self._block_done, k, sm, self._token)
+        token = self._token
+        if resumed or (k.primary is None and k.prologue_ps == 0):
+            self._live[token] = (k, sm, now + duration)
+            self.ev.after(duration, self._block_done, k, sm, token)
+            if not resumed:
+                self._block_timed(k, now, now, now + ps(k.block_ns))
+        elif k.primary is not None and k.primary.exit_at is None:
+            # in cudaGridDependencySynchronize until the primary's exit is known
+            self._live[token] = (k, sm, None)
+            if k.primary.gds_waiting is None:
+                k.primary.gds_waiting = []
+            k.primary.gds_waiting.append((k, sm, token, now))
+        else:
+            self._run_block(k, sm, token, now)
         self.dispatcher_free = now + ps(self.p.block_dispatch_ns)
         self._schedule()
+
+    def _run_block(self, k, sm, token, placed):
+        """A block of a PDL kernel (or one with a prologue), placed at ``placed``: its code
+        from the prologue on, once the primary's exit is known."""
+        synced = placed + k.prologue_ps
+        if k.primary is not None:
+            synced = max(synced, k.primary.exit_at + ps(self.p.pdl_flush_ns))
+        code_end = synced + ps(k.block_ns)
+        end = code_end + ps(self.p.block_overhead_ns)
+        self._live[token] = (k, sm, end)
+        self.ev.at(end, self._block_done, k, sm, token)
+        self._block_timed(k, placed, synced, code_end)
+
+    def _block_timed(self, k, placed, synced, code_end):
+        """A block's trigger and exit are known: the kernel's, once all its blocks' are; then
+        its held dependents become eligible and its waiting dependents' blocks run on."""
+        if k.sync is None and k.stamped:
+            k.sync = synced
+        trig = code_end if k.trigger_ps is None else min(placed + k.trigger_ps, code_end)
+        if trig > k._trig_max:
+            k._trig_max = trig
+        if code_end > k._exit_max:
+            k._exit_max = code_end
+        k._timed += 1
+        if k._timed < k.blocks:
+            return
+        k.trigger_at, k.exit_at = k._trig_max, k._exit_max
+        for d, earliest in k.dependents or ():
+            self.ev.at(max(earliest, k.trigger_at + ps(self.p.pdl_launch_ns)), self._eligible, d)
+        k.dependents = None
+        for d, sm, token, placed_at in k.gds_waiting or ():
+            if token in self._live:
+                self._run_block(d, sm, token, placed_at)
+        k.gds_waiting = None
 
     def _block_done(self, k, sm, token):
         if self._live.pop(token, None) is None:
@@ -230,6 +332,10 @@ class ComputeEngine:
     def _kernel_done(self, k):
         k.end = self.ev.now
         self.running -= 1
+        own = self.primary_key(k)
+        if own is not None and self._primaries.get(own) is k:
+            del self._primaries[own]
+        k.primary = None
         if self.profiled and not k.graph and self.p.cupti_release_ns:
             # CUPTI writes the kernel's end timestamp before its completion goes out
             self.ev.after(ps(self.p.cupti_release_ns), self.on_complete, k)
@@ -269,7 +375,20 @@ class DescriptorReader:
         release = (d["release_index"], d["release_value"]) if d["release_enable"] else None
         return Kernel(key, d["grid_x"] * d["grid_y"] * d["grid_z"],
                       d["block_x"] * d["block_y"] * d["block_z"], d["block_ps"] / 1000,
-                      priority=-d["priority"], release=release, launch=d)
+                      priority=-d["priority"], release=release, launch=d,
+                      trigger_ps=d["trigger_ps"] if d["trigger_enable"] else None,
+                      prologue_ps=d["prologue_ps"])
+
+    @staticmethod
+    def primary_key(kernel):
+        """The key (``ComputeEngine.primary_key``) of the kernel a PDL launch depends on, or
+        None."""
+        d = kernel.launch
+        if not d["pdl"]:
+            return None
+        if kernel.key[3]:
+            return kernel.key[:2] + (d["pdl_primary"],)
+        return (d["release_index"], d["pdl_primary"])
 
     def copy(self, address, key, graph):
         """The copy a copy dispatch starts: its copy descriptor at ``address`` (the record's

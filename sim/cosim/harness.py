@@ -308,7 +308,8 @@ class CoSim:
             kernel.tsg = self.channel_tsg.get(rec.channel, 0)
             if self.activity is not None:
                 self.activity.dispatched(kernel, self.ev.now // 1000)
-            self.compute.launch(kernel, graph=bool(rec.graph))
+            self.compute.launch(kernel, graph=bool(rec.graph),
+                                primary_key=self.reader.primary_key(kernel))
         if "copy" in offers:
             rec = b.get("copy__payload")
             if not rec.flags & COPY_FLAG_DESCRIPTOR:

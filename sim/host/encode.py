@@ -16,7 +16,7 @@ from gpufe.rtl.layouts import (MethodHeader, SecOp, Method, Subchannel, SemOp, S
                                Reduction, GPEntry, GPControl, LaunchDescriptor,
                                LAUNCH_DESCRIPTOR_DWORDS, DESCRIPTOR_ALIGN, CopyKind, COPY_KINDS,
                                CopyDescriptor, COPY_DESCRIPTOR_DWORDS, COPY_FLAG_DESCRIPTOR,
-                               GraphNode, GraphNodeKind, GRAPH_NODE_DWORDS, GraphLaunchQueue,
+                               GraphNode, GraphNodeKind, GraphEdge, GRAPH_NODE_DWORDS, GraphLaunchQueue,
                                GRAPH_LAUNCH_QUEUE_DWORDS, GraphLaunchRecord,
                                GRAPH_LAUNCH_RECORD_DWORDS, struct_fields)
 from gpufe.sim.cosim.events import ps
@@ -91,12 +91,14 @@ def syncpoint_address(cfg, index):
 def launch_descriptor(grid=(1, 1, 1), block=(32, 1, 1), block_ns=0, kernel_id=0,
                       regs_per_thread=32, shared_bytes=0, *, priority=0, release=None,
                       correlation_id=0, stream_id=0, queued_ns=0, graph_id=0,
-                      graph_launches=0):
+                      graph_launches=0, pdl_primary=None, trigger_ns=None, prologue_ns=0):
     """The model's launch descriptor as a list of dwords (see LaunchDescriptor).
 
     ``block_ns``: one thread block's run time (kept to the ps); ``release``: (syncpoint,
     value) set as the kernel completes, or None; ``graph_launches``: a graph node's
-    GraphLaunchQueue address. The submitted time is written at the kickoff
+    GraphLaunchQueue address. PDL: ``pdl_primary`` (the primary's release value, or in a
+    graph its node index; None: no programmatic dependency), ``trigger_ns`` (None: implicit,
+    as blocks exit), ``prologue_ns``. The submitted time is written at the kickoff
     (:func:`submitted_update`)."""
     value = _launch_descriptor_bits(tuple(grid), tuple(block), ps(block_ns), regs_per_thread,
                                     shared_bytes, kernel_id, priority, stream_id, graph_id,
@@ -104,6 +106,12 @@ def launch_descriptor(grid=(1, 1, 1), block=(32, 1, 1), block_ns=0, kernel_id=0,
     value |= _pack(LaunchDescriptor, correlation_id=correlation_id, queued_ns=queued_ns)
     if release is not None:
         value |= _release_bits(release[0], release[1] & 0xFFFFFFFF)
+    if pdl_primary is not None:
+        value |= _pack(LaunchDescriptor, pdl=1, pdl_primary=pdl_primary & 0xFFFFFFFF)
+    if trigger_ns is not None:
+        value |= _pack(LaunchDescriptor, trigger_enable=1, trigger_ps=ps(trigger_ns))
+    if prologue_ns:
+        value |= _pack(LaunchDescriptor, prologue_ps=ps(prologue_ns))
     return _dwords(value, LAUNCH_DESCRIPTOR_DWORDS)
 
 
@@ -159,15 +167,22 @@ def copy_descriptor(src, dst, length, kind, *, correlation_id=0, stream_id=0, gr
                          graph_launches=graph_launches >> 8), COPY_DESCRIPTOR_DWORDS)
 
 
-def encode_graph_node(kind, pred_count, succ_count, succ_first, descriptor):
-    """One GraphNode record (4 dwords) of an instantiated graph's table."""
+def encode_graph_node(kind, pred_count, succ_count, succ_first, descriptor,
+                      programmatic=False):
+    """One GraphNode record (4 dwords) of an instantiated graph's table (``programmatic``:
+    some of its successors are programmatic edges)."""
     if descriptor % DESCRIPTOR_ALIGN:
         raise ValueError(f"node descriptor {descriptor:#x} is not {DESCRIPTOR_ALIGN}-byte "
                          f"aligned")
     value = _pack(GraphNode, kind=GraphNodeKind.KERNEL if kind == "kernel" else GraphNodeKind.COPY,
                   pred_count=pred_count, succ_count=succ_count, succ_first=succ_first,
-                  descriptor=descriptor >> 8)
+                  descriptor=descriptor >> 8, programmatic=int(programmatic))
     return _dwords(value, GRAPH_NODE_DWORDS)
+
+
+def encode_graph_edge(successor, programmatic=False):
+    """One GraphEdge dword: the successor's index, and whether the edge is programmatic."""
+    return _pack(GraphEdge, node=successor, programmatic=int(programmatic))
 
 
 def graph_launch_queue(head, nodes):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from gpufe.rtl.layouts import Method, DESCRIPTOR_ALIGN, HOST_COPY_BUFFER
 from gpufe.sim.host.encode import (launch_descriptor, copy_descriptor, encode_graph_node,
-                                   graph_launch_queue, graph_launch_record, graph_launch_link)
+                                   encode_graph_edge, graph_launch_queue, graph_launch_record, graph_launch_link)
 from gpufe.sim.host.streams import acquire
 
 
@@ -37,6 +37,11 @@ class GraphNodeSpec:
     block_ns: float = 0
     copy_kind: str = ""
     nbytes: int = 0
+    # PDL: the dependencies that are programmatic edges (a captured PDL launch's on the kernel
+    # before it in its stream), each block's trigger time (None: as it exits), its prologue
+    prog: frozenset = frozenset()
+    trigger_ns: float = None
+    prologue_ns: float = 0
 
 
 @dataclass
@@ -46,9 +51,15 @@ class Capture:
     frontier: dict = field(default_factory=dict)    # stream name -> set of node indices
     ended: bool = False
 
-    def add(self, stream, spec):
-        """A node for work issued to capturing ``stream`` (a name), after its frontier."""
+    def add(self, stream, spec, pdl=False):
+        """A node for work issued to capturing ``stream`` (a name), after its frontier.
+        ``pdl``: a PDL kernel launch, whose dependency on a kernel node that is the stream's
+        whole frontier becomes a programmatic edge, as CUDA captures it."""
         spec.deps = frozenset(self.frontier[stream])
+        if pdl and spec.kind == "kernel" and len(spec.deps) == 1:
+            (d,) = spec.deps
+            if self.nodes[d].kind == "kernel":
+                spec.prog = spec.deps
         self.nodes.append(spec)
         self.frontier[stream] = {len(self.nodes) - 1}
 
@@ -99,9 +110,12 @@ def _write_descriptor(umd, node, graph_id, queue, kernel_id):
     mem = umd.sim.mem
     d = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
     if node.kind == "kernel":
+        primary = min(node.prog) if node.prog else None
         mem.write_dwords(d, launch_descriptor(node.grid, node.block, node.block_ns,
                                               kernel_id(node.name), graph_id=graph_id,
-                                              graph_launches=queue))
+                                              graph_launches=queue, pdl_primary=primary,
+                                              trigger_ns=node.trigger_ns,
+                                              prologue_ns=node.prologue_ns))
     else:
         mem.write_dwords(d, copy_descriptor(HOST_COPY_BUFFER, umd.device_alloc(node.nbytes),
                                             node.nbytes, node.copy_kind, graph_id=graph_id,
@@ -118,10 +132,11 @@ def _write_table(mem, nodes, descriptors):
     first = 0
     words = []
     for i, node in enumerate(nodes):
+        programmatic = any(i in nodes[j].prog for j in succs[i])
         words += encode_graph_node(node.kind, len(node.deps), len(succs[i]), first,
-                                   descriptors[i])
+                                   descriptors[i], programmatic)
         first += len(succs[i])
-    words += [j for x in succs for j in x]
+    words += [encode_graph_edge(j, i in nodes[j].prog) for i, x in enumerate(succs) for j in x]
     mem.write_dwords(table, words)
     return table
 
@@ -151,6 +166,8 @@ def same_topology(a, b):
             return f"node {i} is a {y.kind} node, not a {x.kind} node"
         if x.deps != y.deps:
             return f"node {i} depends on nodes {sorted(y.deps)}, not {sorted(x.deps)}"
+        if x.prog != y.prog:
+            return f"node {i}'s programmatic edges differ"
     return None
 
 

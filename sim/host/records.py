@@ -25,6 +25,7 @@ STAMPS_KEPT = 64
 #: API call -> the CUDA runtime function CUPTI names
 RUNTIME_NAMES = {
     "launch_kernel": "cudaLaunchKernel_v7000",
+    "launch_kernel_ex": "cudaLaunchKernelExC_v11060",
     "memcpy_async": "cudaMemcpyAsync_v3020",
     "event_record": "cudaEventRecord_v3020",
     "stream_wait_event": "cudaStreamWaitEvent_v3020",

@@ -29,7 +29,8 @@ from gpufe.sim.host.profiler import Profiler
 from gpufe.sim.host.records import (Timeline, SYNC_EVENT, SYNC_STREAM, SYNC_DEVICE,
                                     CHANNEL_COMPUTE, CHANNEL_COPY)
 from gpufe.sim.host.streams import (Stream, acquire, order_after_stream, stream_frontier,
-                                    release_on_completion, release_stream, host_wait)
+                                    release_on_completion, release_stream, host_wait,
+                                    pdl_primary)
 from gpufe.sim.host.umd import Umd
 
 STREAM_ID_BASE = 13          # CUDA's first user stream id, as in the reference traces
@@ -187,12 +188,20 @@ class Runtime:
 
     # -- work --------------------------------------------------------------------------------------
 
-    def launch_kernel(self, name, grid, block, block_ns, stream):
+    def launch_kernel(self, name, grid, block, block_ns, stream, pdl=False, trigger_ns=None,
+                      prologue_ns=0):
+        """``pdl``: the launch attribute programmaticStreamSerialization (cudaLaunchKernelEx):
+        the kernel may start once the kernel before it in the stream triggers (each block
+        ``trigger_ns`` after it starts, None: as it exits), and its blocks wait for that
+        kernel's exit after ``prologue_ns`` of their own work."""
         s = self._stream(stream)
+        api = "launch_kernel_ex" if pdl else "launch_kernel"
         if s.capture is not None:
-            yield from self._capture_node(s, "launch_kernel", GraphNodeSpec(
+            yield from self._capture_node(s, api, GraphNodeSpec(
                 "kernel", frozenset(), name=name, grid=tuple(grid), block=tuple(block),
-                block_ns=block_ns))
+                block_ns=block_ns, trigger_ns=trigger_ns, prologue_ns=prologue_ns),
+                pdl=pdl and s.after_kernel)
+            s.after_kernel = True
             return
         start, corr = self.now(), self.timeline.correlation_id()
         ch = s.channel
@@ -201,14 +210,20 @@ class Runtime:
             raise ApiError(f"block {block} has {threads} threads; 1..{self.p.max_threads_per_sm}")
         desc = self.umd.take_descriptor()     # the engine gives it back once it has read it
         pb = PushBuffer()
-        order_after_stream(self.cfg, pb, s, ch)
+        primary = pdl_primary(s, ch) if pdl else None
+        # a programmatic launch is held by the compute work distributor behind its primary;
+        # the channel waits only for the kernel pdl_window launches back
+        order_after_stream(self.cfg, pb, s, ch,
+                           behind=0 if primary is None else self.p.pdl_window - 1)
         self.profiler.stamp_submitted(pb, s.id, corr)
         pb.launch(desc)
         release = release_on_completion(s, ch)
+        s.after_kernel = True
         yield ("cpu", self.p.launch_encode_ns)
         self.sim.mem.write_dwords(desc, launch_descriptor(
             grid, block, block_ns, self._kernel_id(name), priority=s.priority, release=release,
-            correlation_id=corr, stream_id=s.id, queued_ns=self.now()))
+            correlation_id=corr, stream_id=s.id, queued_ns=self.now(), pdl_primary=primary,
+            trigger_ns=trigger_ns, prologue_ns=prologue_ns))
         flushing = len(ch.pending) + 1 >= self.p.kickoff_batch
         if flushing:
             yield ("cpu", self.p.kickoff_ns)
@@ -216,12 +231,13 @@ class Runtime:
         self.blocked_launches += bool(blocked)
         spent = self.p.launch_encode_ns + (self.p.kickoff_ns if flushing else 0)
         yield ("cpu", max(self.p.launch_cpu_ns - spent, 0))
-        self._record("launch_kernel", start, corr, **({"blocked": True} if blocked else {}))
+        self._record(api, start, corr, **({"blocked": True} if blocked else {}))
 
     def memcpy_async(self, kind, nbytes, stream):
         if kind not in COPY_KINDS:
             raise ApiError(f"memcpy kind {kind!r}: one of {sorted(COPY_KINDS)}")
         s = self._stream(stream)
+        s.after_kernel = False          # PDL: the latest op is no kernel launch
         if s.capture is not None:
             yield from self._capture_node(s, "memcpy_async", GraphNodeSpec(
                 "copy", frozenset(), name=f"memcpy {kind}", copy_kind=kind, nbytes=nbytes))
@@ -242,6 +258,7 @@ class Runtime:
 
     def event_record(self, event, stream):
         e, s = self._event(event), self._stream(stream)
+        s.after_kernel = False          # PDL: the latest op is no kernel launch
         start, corr = self.now(), self.timeline.correlation_id()
         if s.capture is not None:
             # inside a capture an event is a point in the graph, not a semaphore
@@ -268,6 +285,7 @@ class Runtime:
 
     def stream_wait_event(self, stream, event):
         s, e = self._stream(stream), self._event(event)
+        s.after_kernel = False          # PDL: the latest op is no kernel launch
         start, corr = self.now(), self.timeline.correlation_id()
         if e.captured is not None:
             cap, nodes = e.captured
@@ -393,10 +411,10 @@ class Runtime:
                                f"capturing; the capture is invalidated "
                                f"(cudaErrorStreamCaptureUnsupported)")
 
-    def _capture_node(self, s, api, spec):
+    def _capture_node(self, s, api, spec, pdl=False):
         start, corr = self.now(), self.timeline.correlation_id()
         self.profiler.capture_call()
-        s.capture.add(s.name, spec)
+        s.capture.add(s.name, spec, pdl)
         grow = len(s.capture.nodes) > self._capture_high
         self._capture_high = max(self._capture_high, len(s.capture.nodes))
         yield ("cpu", self.p.capture_call_cpu_ns
@@ -405,6 +423,7 @@ class Runtime:
 
     def stream_begin_capture(self, stream):
         s = self._stream(stream)
+        s.after_kernel = False          # PDL: the latest op is no kernel launch
         if s.capture is not None:
             raise CaptureError(f"stream {stream!r} is already capturing")
         start, corr = self.now(), self.timeline.correlation_id()
@@ -431,6 +450,7 @@ class Runtime:
         for st in self.streams.values():
             if st.capture is cap:
                 st.capture = None
+                st.after_kernel = False
         cap.ended = True
         start, corr = self.now(), self.timeline.correlation_id()
         self.graphs[graph] = Graph(graph, cap.nodes)
@@ -530,6 +550,7 @@ class Runtime:
         """One push-buffer entry that points at the instantiated graph, one doorbell; the
         launch's record in the graph's launch queue."""
         g, s = self._graph(graph), self._stream(stream)
+        s.after_kernel = False          # PDL: the latest op is no kernel launch
         if g.executable is None:
             raise ApiError(f"graph {graph!r} was not instantiated")
         if s.capture is not None:

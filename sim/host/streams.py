@@ -46,21 +46,36 @@ class Stream:
     # compute channel: later work on that channel is behind them in channel order, work on
     # a copy channel acquires them again; the stream's next release stands for them
     waits: dict = field(default_factory=dict)
+    # PDL: the stream's latest op was a kernel launch (captured or not), with nothing else
+    # issued to it or waited for since: a programmatic launch now depends on that kernel
+    after_kernel: bool = False
 
 
 def acquire(cfg, pb, syncpoint, value):
     pb.sem_acquire(syncpoint_address(cfg, syncpoint), value, SemOp.ACQ_CIRC_GEQ)
 
 
-def order_after_stream(cfg, pb, stream, ch):
+def order_after_stream(cfg, pb, stream, ch, behind=0):
     """Acquire the stream's syncpoint when its latest work may still run, and, on a channel
     other than the stream's own, what the stream has waited for since (on its own channel
-    those acquires are already ahead in the channel)."""
-    if stream.work:
-        acquire(cfg, pb, stream.syncpoint, stream.work)
+    those acquires are already ahead in the channel). ``behind``: acquire the completion of
+    the work that many releases back instead (a PDL launch, which the compute work
+    distributor orders behind its primary itself)."""
+    if stream.work > behind:
+        acquire(cfg, pb, stream.syncpoint, stream.work - behind)
     if ch is not stream.channel:
         for sp, value in sorted(stream.waits.items()):
             acquire(cfg, pb, sp, value)
+
+
+def pdl_primary(stream, ch):
+    """The release value of the kernel a programmatic launch on ``stream`` (to channel
+    ``ch``) depends on: the stream's latest op when that was a kernel launch (nothing else
+    issued to the stream, nor waited for, since), on the same channel; else None (the launch
+    is ordered as any other)."""
+    if stream.after_kernel and not stream.waits and stream.last_channel is ch:
+        return stream.work
+    return None
 
 
 def stream_frontier(stream):

@@ -121,7 +121,22 @@ OPS = {
                                           "1); decides how many blocks an SM holds at once",
                         dims=BLOCK_DIMS),
          "block_ns": Field(_NUM, 0, "how long each thread block runs, in ns; 0 for an "
-                                    "empty kernel", 0, 10**9, "1 s per thread block")},
+                                    "empty kernel (with PDL: the work after its "
+                                    "cudaGridDependencySynchronize returns)",
+                           0, 10**9, "1 s per thread block"),
+         "pdl": Field(bool, False, "programmatic dependent launch (`cudaLaunchKernelEx` with "
+                                   "programmaticStreamSerialization): the kernel may start "
+                                   "once the kernel before it in the stream triggers, and its "
+                                   "blocks wait in cudaGridDependencySynchronize for that "
+                                   "kernel's exit; captured, the dependency becomes a "
+                                   "programmatic edge"),
+         "trigger_ns": Field(_NUM, None, "each block calls "
+                                         "cudaTriggerProgrammaticLaunchCompletion this many ns "
+                                         "after it starts; absent: it triggers as it exits",
+                             0, 10**9, "1 s"),
+         "prologue_ns": Field(_NUM, 0, "work a block does before it calls "
+                                       "cudaGridDependencySynchronize, in ns",
+                              0, 10**9, "1 s")},
         (f"a block has at most {MAX_THREADS_PER_BLOCK:,} threads (x * y * z), as in CUDA",)),
     "memcpy_async": Op(
         "`cudaMemcpyAsync`: a copy on a stream. H2D and D2H copies run on copy channels of "
@@ -839,7 +854,8 @@ _CALLS = {
     "stream_create": lambda rt, op: rt.stream_create(op["name"], op["priority"]),
     "event_create": lambda rt, op: rt.event_create(op["name"], op["timing"]),
     "launch_kernel": lambda rt, op: rt.launch_kernel(op["kernel"], op["grid"], op["block"],
-                                                     op["block_ns"], op["stream"]),
+                                                     op["block_ns"], op["stream"], op["pdl"],
+                                                     op["trigger_ns"], op["prologue_ns"]),
     "memcpy_async": lambda rt, op: rt.memcpy_async(op["kind"], op["bytes"], op["stream"]),
     "event_record": lambda rt, op: rt.event_record(op["event"], op["stream"]),
     "stream_wait_event": lambda rt, op: rt.stream_wait_event(op["stream"], op["event"]),

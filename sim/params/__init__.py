@@ -62,6 +62,16 @@ class Params:
                                          "(launch state prepared at instantiation)")
     block_overhead_ns: float = _ns("fixed run time of every block on top of block_ns")
     kernel_end_ns: float = _ns("last block done -> completion reported to the front end")
+    # -- programmatic dependent launch --
+    pdl_launch_ns: float = _ns("PDL: the primary kernel triggers (all its blocks) -> the "
+                               "dependent kernel, already dispatched, eligible for block "
+                               "placement")
+    pdl_flush_ns: float = _ns("PDL: the primary's last block exits -> "
+                              "cudaGridDependencySynchronize returns in the dependent's blocks "
+                              "(memory flush and notification)")
+    pdl_window: int = _p("PDL in a stream: kernels that may be in flight at once (a "
+                         "programmatic launch still waits in its channel for the completion "
+                         "of the kernel this many launches before it)", "kernels", 1, 1 << 16)
     # -- copy engines --
     copy_latency_ns: float = _ns("copy dispatch -> first byte moves")
     h2d_bytes_per_ns: float = _rate("host-to-device copy bandwidth")

@@ -4,21 +4,23 @@ from gpufe.rtl.config import SMALL
 from gpufe.rtl.layouts import (Method, ChannelReg, ChannelState, ErrorCause, GlobalReg,
                                HOST_MEMORY_BASE)
 from gpufe.sim.host.encode import (PushBuffer, launch_descriptor, encode_graph_node,
-                                   syncpoint_address)
+                                   encode_graph_edge, syncpoint_address)
 from gpufe.sim.testbench.frontend import FrontEndBench
 from tests.helpers import mmio_channel, mmio_global
 
 
-def put_graph(b, deps, block_ns=100):
-    """Write a graph (deps[i]: predecessors of node i) and its kernels; return the table."""
+def put_graph(b, deps, block_ns=100, prog=()):
+    """Write a graph (deps[i]: predecessors of node i; ``prog``: the (i, j) edges that are
+    programmatic) and its kernels; return the table."""
     n = len(deps)
     succs = [[j for j in range(n) if i in deps[j]] for i in range(n)]
     words, first = [], 0
     for i in range(n):
         d = b.put_descriptor(launch_descriptor(block_ns=block_ns, kernel_id=100 + i))
-        words += encode_graph_node("kernel", len(deps[i]), len(succs[i]), first, d)
+        words += encode_graph_node("kernel", len(deps[i]), len(succs[i]), first, d,
+                                   any((i, j) in prog for j in succs[i]))
         first += len(succs[i])
-    words += [j for s in succs for j in s]
+    words += [encode_graph_edge(j, (i, j) in prog) for i, s in enumerate(succs) for j in s]
     table = b.mem.alloc(4 * len(words), align=256)
     b.mem.write_dwords(table, words)
     return table
@@ -103,6 +105,29 @@ def test_fork_join_runs_branches_together_and_joins_after_both():
     disp = {r["node"]: t for t, kind, r in b.log.dispatches if r["graph"]}
     assert abs(disp[1] - disp[2]) < 10                  # both branches at once
     assert disp[3] > max(disp[1], disp[2]) + 100        # the join after both
+
+
+def test_a_programmatic_edge_is_resolved_as_its_node_is_dispatched():
+    b = FrontEndBench(SMALL)
+    b.setup_channel(0)
+    # 0 -(programmatic)-> 1 -> 2, and 0 -> 3: node 1 goes out behind node 0's dispatch, the
+    # others behind their predecessors' completions; the launch completes after all four
+    table = put_graph(b, [set(), {0}, {1}, {0}], block_ns=200, prog={(0, 1)})
+    sp = syncpoint_address(SMALL, 0)
+    b.submit(0, graph_launch(PushBuffer(), table, 4).sem_release(sp, 1))
+    b.run_until_idle()
+    disp = {r["node"]: t for t, kind, r in b.log.dispatches if r["graph"]}
+    assert 0 < disp[1] - disp[0] < 20
+    assert disp[3] > disp[0] + 200 and disp[2] > disp[1] + 200
+    done = [t for t, kind, ch, seq in b.log.completions]
+    assert len(done) == 4
+    assert b.peek(b.dut.syncpoint.counter_data[0]) == 1
+    # a second launch of the same table: the pending counts of the new epoch hold
+    b.submit(0, graph_launch(PushBuffer(), table, 4).sem_release(sp, 2))
+    b.run_until_idle()
+    again = [(t, r["node"]) for t, kind, r in b.log.dispatches if r["graph"]][4:]
+    assert [n for _, n in again][:2] == [0, 1] and again[1][0] - again[0][0] < 20
+    assert b.peek(b.dut.syncpoint.counter_data[0]) == 2
 
 
 def test_graph_too_large_faults_its_channel_only():

@@ -31,7 +31,7 @@ def figures(name):
 def test_the_bundle_is_shipped():
     names = set(scenario_names())
     assert set(FE_TRACE2_BUNDLE) <= names
-    assert {program_of(n) for n in FE_TRACE2_BUNDLE} == {"actgap", "procs", "gupdate"}
+    assert {program_of(n) for n in FE_TRACE2_BUNDLE} == {"actgap", "procs", "gupdate", "pdl"}
 
 
 @pytest.mark.parametrize("name", FE_TRACE2_BUNDLE)
@@ -451,3 +451,31 @@ def test_bad_stamps_are_rejected(tmp_path):
                                          gaps=[[1, 2, 3]])])
     with pytest.raises(TraceError, match="kspan field 'gaps'"):
         read_fe_trace(tmp_path / "k.jsonl.gz")
+
+
+# ------------------------------------------------------------------ pdl
+
+
+@pytest.mark.parametrize("name, period, dep, wait", [
+    # FIGURES.md's pdl stamps table (medians over 5 reps x 299 pairs)
+    ("nocupti_pdl_stamp_p0_t0_ns0_g0", 1.600, 1.536, None),
+    ("nocupti_pdl_stamp_p1_t0_ns0_g0", 0.704, 0.608, None),
+    ("nocupti_pdl_stamp_p1_t1_ns2000_g0", 2.592, 0.352, 16.800),
+    ("nocupti_pdl_stamp_p1_t1_ns2000_g1", 2.400, 0.320, 289.952),
+    ("pdl_stamp_p1_t1_ns2000_g0", 2.624, 0.416, 16.160),
+])
+def test_pdl_figures_of_the_traces_are_the_recordings(name, period, dep, wait):
+    f = figures(name)
+    assert f["pdl_exit_period_us"] == pytest.approx(period, abs=1e-3)
+    assert f["pdl_dep_latency_us"] == pytest.approx(dep, abs=1e-3)
+    assert f.get("pdl_resident_wait_us") == (None if wait is None else pytest.approx(wait,
+                                                                                      abs=1e-3))
+
+
+def test_pdl_workloads_launch_the_chain_with_the_attribute():
+    w = load_workload(scenario_paths("nocupti_pdl_stamp_p1_t1_ns2000_g0")[0])
+    chain = [op for op in w["program"][-1]["body"] if op["op"] == "repeat"][0]["body"][0]
+    assert (chain["pdl"], chain["trigger_ns"], chain["block_ns"]) == (True, 0, 2064)
+    g = load_workload(scenario_paths("nocupti_pdl_stamp_p0_t0_ns0_g1")[0])
+    assert [op["op"] for op in g["program"][1:4]] == ["stream_begin_capture", "repeat",
+                                                      "stream_end_capture"]

@@ -14,10 +14,11 @@ NAMES = scenario_names()
 
 
 def test_every_fe_trace_program_is_covered():
-    assert len(NAMES) == 110          # 89 of fe_trace, 21 of fe_trace2 (actgap, procs, gupdate)
+    # 89 of fe_trace, 37 of fe_trace2 (actgap, procs, gupdate, pdl)
+    assert len(NAMES) == 126
     programs = {read_fe_trace(scenario_paths(n)[1])[0]["scenario"] for n in NAMES}
     assert programs == {"chain", "hyperq", "events", "xstream", "priority", "copy", "sync",
-                        "grid", "actgap", "procs", "gupdate"}
+                        "grid", "actgap", "procs", "gupdate", "pdl"}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,0 +1,130 @@
+"""Programmatic dependent launch: a PDL kernel is held by the work distributor until the
+kernel before it in its stream triggers, its blocks wait for that kernel's exit; a stream
+keeps at most pdl_window kernels in flight; captured, the dependency is a programmatic edge
+that the graph walker resolves as it dispatches the primary."""
+
+import statistics
+
+import pytest
+
+from gpufe.sim.run import simulate
+from gpufe.sim.host.workload import WorkloadError
+from tests.sim.workloads import streams, launch, workload, kernels
+
+
+def pdl(stream="s", ns=0, trigger_ns=None, prologue_ns=0, grid=(1, 1, 1), kernel="k_pdl"):
+    op = dict(launch(stream, ns, kernel=kernel, grid=grid), pdl=True, prologue_ns=prologue_ns)
+    if trigger_ns is not None:
+        op["trigger_ns"] = trigger_ns
+    return op
+
+
+def gate(stream="s", ns=200_000):
+    return launch(stream, ns, kernel="k_gate")
+
+
+def chain(body, n, graph=False):
+    """n launches of ``body`` behind a gate on stream s, or captured and launched as a graph
+    (a warm-up launch first: its upload)."""
+    prog = streams("s")
+    if graph:
+        prog += ([{"op": "stream_begin_capture", "stream": "s"},
+                  {"op": "repeat", "count": n, "body": [body]},
+                  {"op": "stream_end_capture", "stream": "s", "graph": "g"},
+                  {"op": "graph_instantiate", "graph": "g"}]
+                 + [{"op": "graph_launch", "graph": "g", "stream": "s"},
+                    {"op": "stream_synchronize", "stream": "s"}] * 2)
+    else:
+        prog += [gate(), {"op": "repeat", "count": n, "body": [body]},
+                 {"op": "stream_synchronize", "stream": "s"}]
+    return workload(prog)
+
+
+def run(w, params):
+    return simulate(w, params, backend="compiled").records
+
+
+def chain_kernels(records, graph=False):
+    ks = [k for k in kernels(records) if k["name"] == "k_pdl"]
+    if graph:                            # the last launch's nodes
+        last = max(k["corr"] for k in ks)
+        ks = [k for k in ks if k["corr"] == last]
+    return sorted(ks, key=lambda k: k["start"])
+
+
+def exit_period(ks):
+    return statistics.median(b["exit"] - a["exit"] for a, b in zip(ks, ks[1:]))
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_a_pdl_chain_runs_at_the_trigger_to_launch_period(params, graph):
+    prologue, ns = 64, 500
+    ks = chain_kernels(run(chain(pdl(ns=ns, prologue_ns=prologue), 30, graph), params), graph)
+    assert len(ks) == 30
+    # each kernel is let go pdl_launch_ns after the one before exits (its implicit trigger),
+    # then runs its prologue and its work: the period, to the ns
+    assert exit_period(ks) == pytest.approx(params.pdl_launch_ns + prologue + ns, abs=1)
+    # without PDL the same chain goes through the front end's completion path: slower
+    plain = dict(pdl(ns=ns, prologue_ns=prologue), pdl=False)
+    ks0 = chain_kernels(run(chain(plain, 30, graph), params), graph)
+    assert exit_period(ks0) > exit_period(ks) + 30
+    for k in ks + ks0:
+        assert k["start"] <= k["sync"] <= k["exit"] < k["end"]
+
+
+def test_an_early_trigger_lets_dependents_wait_resident_at_most_pdl_window_in_a_stream(params):
+    ns = 2000
+    ks = chain_kernels(run(chain(pdl(ns=ns, trigger_ns=0), 40), params))
+    # in flight at once (started, not ended): at most pdl_window
+    events = sorted([(k["start"], 1) for k in ks] + [(k["end"], -1) for k in ks])
+    live = most = 0
+    for _, d in events:
+        live += d
+        most = max(most, live)
+    assert most == params.pdl_window
+    for a, b in zip(ks, ks[1:]):
+        # the dependent started before its primary ended, and its work waited for the exit
+        assert b["start"] < a["end"]
+        assert b["sync"] >= a["exit"] + params.pdl_flush_ns - 1
+    waits = [k["sync"] - k["start"] for k in ks[10:]]
+    assert statistics.median(waits) > 5 * ns
+
+
+def test_in_a_graph_the_pile_up_is_bounded_by_resident_kernels_only(params):
+    ks = chain_kernels(run(chain(pdl(ns=2000, trigger_ns=0), 200, graph=True), params),
+                       graph=True)
+    assert len(ks) == 200
+    waits = [k["sync"] - k["start"] for k in ks]
+    assert max(waits) > 100 * 2000 * 0.9         # ~128 kernels resident, waiting their turn
+    assert max(waits) < 129 * 2500
+
+
+def test_pdl_does_not_reach_past_other_stream_work(params):
+    # an event record between the two kernels: the second is ordered as any launch
+    w = workload(streams("s") + [{"op": "event_create", "name": "e"}, gate(),
+                                 launch("s", 1000, kernel="k_a"),
+                                 {"op": "event_record", "event": "e", "stream": "s"},
+                                 pdl(ns=2000, trigger_ns=0, kernel="k_b"),
+                                 pdl(trigger_ns=0, kernel="k_c"),
+                                 {"op": "stream_synchronize", "stream": "s"}])
+    ks = {k["name"]: k for k in kernels(run(w, params))}
+    assert ks["k_b"]["start"] > ks["k_a"]["end"]
+    assert ks["k_c"]["start"] < ks["k_b"]["end"]          # k_c's primary is k_b
+
+
+def test_captured_pdl_launches_become_programmatic_edges(params):
+    from gpufe.sim.host.graphs import Capture, GraphNodeSpec
+    cap = Capture(origin=None, frontier={"s": set()})
+    for i, p in enumerate([False, True, True]):
+        cap.add("s", GraphNodeSpec("kernel", frozenset(), name=f"k{i}"), pdl=p)
+    assert [n.prog for n in cap.nodes] == [frozenset(), {0}, {1}]
+    cap.add("s", GraphNodeSpec("copy", frozenset()), pdl=True)
+    cap.add("s", GraphNodeSpec("kernel", frozenset()), pdl=True)
+    assert cap.nodes[-1].prog == frozenset()              # after a copy: an ordinary edge
+
+
+def test_pdl_fields_are_checked():
+    with pytest.raises(WorkloadError, match="trigger_ns"):
+        workload(streams("s") + [dict(pdl(), trigger_ns=-1)])
+    with pytest.raises(WorkloadError, match="pdl"):
+        workload(streams("s") + [dict(pdl(), pdl="yes")])
