@@ -99,6 +99,8 @@ def cmd_run(args):
         raise UsageError("give a workload file or --from-trace TRACE (one of them)")
     if args.as_graph and not args.from_trace:
         raise UsageError("--as-graph goes with --from-trace")
+    if args.pdl and not args.from_trace:
+        raise UsageError("--pdl goes with --from-trace")
     # everything given is checked before anything runs
     check_outputs({"--timeline": args.timeline, "--perfetto": args.perfetto,
                    "--vcd": args.vcd}, inputs=(args.workload, args.from_trace,
@@ -172,6 +174,13 @@ def _prepare_from_trace(args, params):
     runs, steps = [], 1
     other = "off" if args.profiler == "cupti" else "cupti"
     for as_graph in (False, True) if args.as_graph else (False,):
+        if args.pdl:
+            # what PDL would save: the stream launches with the attribute, unprofiled
+            w, steps = prepare(args.from_trace, params, as_graph=as_graph, profiler="off",
+                               max_connections=args.max_connections,
+                               limits=not args.no_limits, trace=trace, pdl=True)
+            label = ("as graph" if as_graph else "eager") + ", unprofiled, PDL"
+            runs.append((label, as_graph, "off", w, replay_params(trace[0], params, "off")))
         for profiler in (other, args.profiler):
             w, steps = prepare(args.from_trace, params, as_graph=as_graph, profiler=profiler,
                                max_connections=args.max_connections,
@@ -214,12 +223,17 @@ def _run_from_trace(args, params, backend, progress, measured, steps, runs):
         if last and args.perfetto:
             with open(args.perfetto, "w") as f:
                 json.dump(perfetto(result.records, result.stream_names), f)
+    def saving(what, new, old):
+        say(f"  {what}: {new:,.1f} us a step instead of {old:,.1f}"
+            + (f" ({100 * (1 - new / old):.0f}% less)" if old > 0 else ""))
     if args.as_graph:
         for regime in ("profiled", "unprofiled"):
-            e = out[f"eager, {regime}"]["per_step_us"]
-            g = out[f"as graph, {regime}"]["per_step_us"]
-            say(f"  CUDA graphs, {regime}: {g:,.1f} us a step instead of {e:,.1f}"
-                + (f" ({100 * (1 - g / e):.0f}% less)" if e > 0 else ""))
+            saving(f"CUDA graphs, {regime}", out[f"as graph, {regime}"]["per_step_us"],
+                   out[f"eager, {regime}"]["per_step_us"])
+    if args.pdl:
+        for kind in ("eager", "as graph") if args.as_graph else ("eager",):
+            saving(f"PDL, {kind}, unprofiled", out[f"{kind}, unprofiled, PDL"]["per_step_us"],
+                   out[f"{kind}, unprofiled"]["per_step_us"])
     if args.json:
         print(json.dumps({"trace": args.from_trace, "profiler": args.profiler,
                           "params": params.name, "steps": steps,
@@ -442,6 +456,10 @@ def main(argv=None):
     run.add_argument("--as-graph", action="store_true",
                      help="with --from-trace: also run the launches between host "
                           "synchronisations as one CUDA graph, and compare")
+    run.add_argument("--pdl", action="store_true",
+                     help="with --from-trace: also run the trace's stream launches with "
+                          "programmatic dependent launch (unprofiled; as a graph too with "
+                          "--as-graph): what PDL would save")
     run.add_argument("--params", default="h200", help="parameter set name or JSON file")
     run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="override one parameter of the set (repeatable; gpufe params lists "

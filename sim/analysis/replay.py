@@ -180,10 +180,12 @@ def _capture_graph(name, nodes, deps, lanes, stream_of, kernel_op):
 
 
 def workload_from_trace(records, params, *, as_graph=False, profiler="off", name="replay",
-                        where=None, path=None):
+                        where=None, path=None, pdl=False):
     """The trace's program as a workload (see the module's docstring). ``where``: for each
     record, its place in the trace (:func:`gpufe.sim.analysis.traces.read_trace_located`); the ops made from
-    a record carry it (``"_at"``), for errors to name."""
+    a record carry it (``"_at"``), for errors to name. ``pdl``: the trace's stream launches
+    made with programmatic dependent launch (each kernel waiting for the one before it at its
+    start, triggering as it exits): what PDL would save."""
     sm_ns = params.block_overhead_ns + (params.cupti_kernel_ns if profiler == "cupti" else 0)
     graph_sm_ns = params.block_overhead_ns + (params.cupti_graph_kernel_ns
                                               if profiler == "cupti" else 0)
@@ -204,8 +206,9 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     sleep_max = LIMITS[("host_sleep", "ns")][1]
     bytes_max = LIMITS[("memcpy_async", "bytes")][1]
 
-    def kernel_op(w, stream, w_loc=None, overhead=sm_ns):
-        """launch_kernel of a kernel record (or a memset: a kernel of its length)."""
+    def kernel_op(w, stream, w_loc=None, overhead=sm_ns, stream_launch=False):
+        """launch_kernel of a kernel record (or a memset: a kernel of its length); a stream
+        launch with PDL when ``pdl``."""
         dur = max(w["end"] - w["start"] - overhead, 0)
         label = w["name"] if w["kind"] == "kernel" else MEMSET
         if round(dur) > block_max:
@@ -216,9 +219,11 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
         blocks, threads = footprint(w.get("grid") or [1, 1, 1], w.get("block") or [256, 1, 1],
                                     params)
         dur = max(dur - (blocks - 1) * params.block_dispatch_ns, 0)
-        return at({"op": "launch_kernel", "stream": stream, "kernel": label[:40],
-                   "grid": [blocks, 1, 1], "block": [threads, 1, 1],
-                   "block_ns": round(dur)}, w_loc)
+        op = {"op": "launch_kernel", "stream": stream, "kernel": label[:40],
+              "grid": [blocks, 1, 1], "block": [threads, 1, 1], "block_ns": round(dur)}
+        if pdl and stream_launch:
+            op["pdl"] = True
+        return at(op, w_loc)
 
     def copy_op(w, stream, w_loc=None):
         if w["bytes"] > bytes_max:
@@ -355,7 +360,8 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
         elif isinstance(w, dict) and w["kind"] == "kernel" \
                 and name_.startswith(LAUNCH_NAMES):
             ops.append(("cpu", gap, loc))
-            ops.append(("work", kernel_op(w, stream_of(w["stream"]), w_loc), loc))
+            ops.append(("work", kernel_op(w, stream_of(w["stream"]), w_loc,
+                                          stream_launch=True), loc))
         elif isinstance(w, dict) and w["kind"] == "memset":
             ops.append(("cpu", gap, loc))
             ops.append(("work", kernel_op(w, stream_of(w["stream"]), w_loc), loc))
@@ -390,7 +396,8 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     prog += body + [{"op": "device_synchronize"}]
     if not marked:
         prog.append({"op": "mark", "what": "rep_end"})
-    w = {"name": name + ("_as_graph" if as_graph else ""), "program": prog}
+    w = {"name": name + ("_as_graph" if as_graph else "") + ("_pdl" if pdl else ""),
+         "program": prog}
     n_streams = len(streams) + len(lanes)
     if n_streams > params.max_connections:
         w["max_connections"] = min(n_streams, 32)
@@ -534,7 +541,7 @@ def replay_params(records, params, profiler):
 
 
 def prepare(path, params, *, as_graph=False, profiler="off", max_connections=None,
-            limits=True, trace=None):
+            limits=True, trace=None, pdl=False):
     """(workload, steps) of a trace's replay, checked (:func:`gpufe.sim.host.workload.check_run`): every
     error names the trace and, where it comes from one event, the event (or line).
     ``trace``: (records, where) already read by :func:`gpufe.sim.analysis.traces.read_trace_located`."""
@@ -544,7 +551,7 @@ def prepare(path, params, *, as_graph=False, profiler="off", max_connections=Non
     w = parse_workload(workload_from_trace(records, params, as_graph=as_graph,
                                            profiler=profiler,
                                            name=records[0].get("scenario", "replay"),
-                                           where=where, path=path),
+                                           where=where, path=path, pdl=pdl),
                        str(path), located=True)
     check_run(w, replay_params(records, params, profiler), str(path),
               max_connections=max_connections, limits=limits)
@@ -552,12 +559,12 @@ def prepare(path, params, *, as_graph=False, profiler="off", max_connections=Non
 
 
 def replay(path, params, *, as_graph=False, profiler="off", backend="compiled",
-           progress=False, max_connections=None, trace=None):
+           progress=False, max_connections=None, trace=None, pdl=False):
     """(result, steps) of simulating a trace's program."""
     from gpufe.sim.run import simulate
     trace = trace or read_trace_located(path)
     w, steps = prepare(path, params, as_graph=as_graph, profiler=profiler,
-                       max_connections=max_connections, trace=trace)
+                       max_connections=max_connections, trace=trace, pdl=pdl)
     params = replay_params(trace[0], params, profiler)
     return simulate(w, params, max_connections, backend=backend, profiler=profiler,
                     progress=progress), steps

@@ -252,6 +252,8 @@ def test_bad_options_are_usage_errors(tmp_path, capsys):
         assert "Traceback" not in capsys.readouterr().err
     assert main(["run", str(w), "--as-graph"]) == 2
     one_error_line(capsys, "--as-graph goes with --from-trace")
+    assert main(["run", str(w), "--pdl"]) == 2
+    one_error_line(capsys, "--pdl goes with --from-trace")
     assert main(["demo", "--channels", "200", "--fifo-depth", "100", "--vcd", ""]) == 2
     one_error_line(capsys, "fifo_depth must be a power of two")
 
@@ -292,3 +294,13 @@ def test_run_from_trace_prints_each_regime_per_step_as_the_replay_gives_it(capsy
     assert out["model"]["as graph, unprofiled"]["per_step_us"] < \
         out["model"]["eager, unprofiled"]["per_step_us"] < \
         out["model"]["eager, profiled"]["per_step_us"]
+
+
+def test_run_from_trace_with_pdl_adds_the_pdl_runs(capsys):
+    from gpufe.sim.analysis.scenarios import HERE
+    path = HERE / "h200" / "torch2" / "twostream_eager.json.gz"
+    assert main(["run", "--from-trace", str(path), "--pdl", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["model"]
+    assert set(out) == {"eager, profiled", "eager, unprofiled", "eager, unprofiled, PDL"}
+    # twostream's launches are CPU-bound: PDL cannot take GPU time out of the step
+    assert out["eager, unprofiled, PDL"]["per_step_us"] <= out["eager, unprofiled"]["per_step_us"]
