@@ -255,6 +255,12 @@ class FuzzResult:
         return "\n".join(lines)
 
 
+def calls_of(w):
+    """API calls of a generated program, over its host threads if it has them."""
+    return sum(count_ops(t["program"]) for t in w["threads"]) if "threads" in w \
+        else count_ops(w["program"])
+
+
 def fuzz(programs, seed, connections, params, backend="compiled", log=None, verbose=False):
     """Run ``programs`` generated programs (seeds ``"{seed}.{i}"``) and check each."""
     res = FuzzResult(programs=programs)
@@ -267,7 +273,7 @@ def fuzz(programs, seed, connections, params, backend="compiled", log=None, verb
         res.sim_s += times.get("sim", 0.0)
         res.check_s += times.get("check", 0.0)
         res.checked += checked
-        res.calls += count_ops(w["program"])
+        res.calls += calls_of(w)
         res.violations += len(violations) or len(classes)
         res.failing += bool(classes)
         for cls, v in classes.items():
@@ -279,7 +285,7 @@ def fuzz(programs, seed, connections, params, backend="compiled", log=None, verb
                         f"{w['max_connections']}): new class {cls}\n    {v['message']}")
         if verbose and log:
             log(f"  program {i}: max_connections {w['max_connections']}, "
-                f"{count_ops(w['program'])} calls, {checked} orderings, "
+                f"{calls_of(w)} calls, {checked} orderings, "
                 f"{len(violations)} violations, {times.get('sim', 0):.2f} s")
     res.elapsed_s = time.perf_counter() - t0
     return res
@@ -295,16 +301,18 @@ def write_failures(res, out, params, backend, minimise_budget=None, log=None):
         full = dict(w, description=f"{w['description']}; breaks {cls}: {v['message']}")
         (out / f"{stem}.full.json").write_text(json.dumps(full, indent=1) + "\n")
         small, origin = w, seed
-        if minimise_budget:
+        if minimise_budget and "threads" not in w:
+            # (a program of host threads is written as generated)
             # start from a program already minimised for another class, if it shows this one
-            _, start, origin = min(((n, p, o) for n, p, shown, o in done if cls in shown),
+            _, start, origin = min(((n, p, o) for n, p, shown, o in done
+                                    if cls in shown and "threads" not in p),
                                    default=(0, w, seed), key=lambda x: x[0])
             if log:
                 log(f"  minimising {cls} (seed {seed}"
                     f"{', from a smaller program' if start is not w else ''})")
             small = minimise(start, cls, params, backend, minimise_budget, log)
         classes, _, _ = run_one(small, params, backend)
-        done.append((count_ops(small["program"]), small, set(classes), origin))
+        done.append((calls_of(small), small, set(classes), origin))
         msg = classes.get(cls, v)["message"]
         small = dict(small, name=f"fuzz_{stem}",
                      description=f"ordering fuzzer, seed {origin!r}"

@@ -10,7 +10,7 @@ import contextlib
 
 from gpufe.sim.analysis.timeline import (finish_records, TimelineStream, TimelineDigest, OutputFile,
                                          jsonl_line, write_jsonl)
-from gpufe.sim.host.workload import run_program, count_ops
+from gpufe.sim.host.workload import run_program, count_ops, threads_of
 
 
 @dataclass
@@ -70,7 +70,8 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
                                    progress=progress, backend=backend, profiler=profiler,
                                    bounded=bounded, timeline=timeline)
     sim = CoSim(params, mc, vcd=vcd, jumps=jumps, backend=backend, profiler=profiler)
-    rt = Runtime(sim)
+    threads = threads_of(workload)
+    rt = Runtime(sim, threads=[name for name, _ in threads])
     header = timeline_header(workload, params, mc, profiler)
     with contextlib.ExitStack() as stack:
         digest, stream = None, None
@@ -85,8 +86,9 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
             stream = TimelineStream(header, emit, lambda: sim.ev.now // 1000,
                                     cupti=profiler == "cupti")
             rt.timeline.stream_to(stream)
-        bar = Progress(count_ops(workload["program"]), progress)
-        sim.start_cpu(run_program(workload["program"], rt, bar))
+        bar = Progress(sum(count_ops(prog) for _, prog in threads), progress)
+        for name, prog in threads:
+            sim.start_cpu(rt.thread(name, run_program(prog, rt, bar)))
         t0 = time.perf_counter()
         sim.run()
         wall = time.perf_counter() - t0
@@ -144,16 +146,18 @@ def _simulate_processes(workload, params, mc, *, vcd, jumps, progress, backend, 
     sim = CoSim(params, mcs[0], vcd=vcd, jumps=jumps, backend=backend, profiler=profiler)
     runtimes, base = [], 0
     for tsg, (p, m) in enumerate(zip(procs, mcs)):
-        runtimes.append(Runtime(sim, Process(p["name"], tsg, base, m)))
+        runtimes.append(Runtime(sim, Process(p["name"], tsg, base, m),
+                                threads=[name for name, _ in threads_of(p)]))
         base += m + 2
     activity = _ProcessActivity(runtimes)
     sim.activity = activity
     header = timeline_header(workload, params, mc, profiler,
                              processes=[{"name": p["name"], "max_connections": m}
                                         for p, m in zip(procs, mcs)])
-    bar = Progress(sum(count_ops(p["program"]) for p in procs), progress)
+    bar = Progress(sum(count_ops(prog) for p in procs for _, prog in threads_of(p)), progress)
     for p, rt in zip(procs, runtimes):
-        sim.start_cpu(run_program(p["program"], rt, bar))
+        for name, prog in threads_of(p):
+            sim.start_cpu(rt.thread(name, run_program(prog, rt, bar)))
     t0 = time.perf_counter()
     sim.run()
     wall = time.perf_counter() - t0

@@ -290,6 +290,25 @@ def pdl_window():
 PDL_PATH_NS = 1000
 
 
+def threads_fit(params):
+    """Host threads' contention for the driver (fe_trace2 threads, own streams, unprofiled):
+    a thread's launch against the one-thread run's, over the other threads launching (1, 3,
+    7): a line whose intercept is ``thread_contention_ns`` and slope
+    ``thread_contention_per_thread_ns``, both on the series' host (its one-thread launch
+    against the set's: ``validate.threads_host_scale``), so divided by its scale. The
+    shared-stream runs are left to validation."""
+    from gpufe.sim.analysis.validate import threads_host_scale, THREADS_ONE
+    from gpufe.sim.analysis.metrics import scenario_metrics
+    one = scenario_metrics(_trace(THREADS_ONE), "threads")["thread_launch_us"]
+    points = [(t - 1, scenario_metrics(_trace(f"nocupti_threads_T{t}_sh0"),
+                                       "threads")["thread_launch_us"] - one)
+              for t in (2, 4, 8)]
+    a, b = _line(points)
+    scale = threads_host_scale(params)
+    return {"thread_contention_ns": max(a, 0.0) * 1e3 / scale,
+            "thread_contention_per_thread_ns": max(b, 0.0) * 1e3 / scale}
+
+
 def direct_fit():
     """Parameters read straight off the traces (ns)."""
     out = {}
@@ -336,6 +355,7 @@ def direct_fit():
     out["cupti_graph_node_ns"] = max(b - per_node, 0.0)
     out["profiler_op_ns"] = profiler_op_ns(host)
     out["pdl_window"] = pdl_window()
+    out.update(threads_fit(host))
     out.update(graph_update_fit())
     inst = [(r["nodes"], r["instantiate_ns"]) for t in graphs for r in t
             if r["kind"] == "meta" and r["what"] == "graph_built"]

@@ -26,6 +26,10 @@ The rules, as CUDA states them:
 - stream capture: work issued to a capturing stream (and to streams that joined the capture
   by waiting on an event recorded in it) becomes graph nodes instead of running; event
   records and waits inside the capture become the graph's edges;
+- host threads (``threads``): each thread's calls are made in its program's order; calls of
+  different threads reach the streams and events in the order they returned (the driver
+  serialises calls that overlap: a stream's lock is held to the call's end), which the
+  timeline tells (each runtime record carries its thread's name, ``tid``);
 - priorities never break an ordering; copies of every kind are stream work like kernels;
 - programmatic dependent launch: a kernel launched with ``pdl`` whose stream's latest work is
   a kernel (issued right before it, with no event wait between) may start before that kernel
@@ -253,11 +257,13 @@ def expand(program, where="program"):
     return out
 
 
-def analyse(workload):
+def analyse(workload, calls=None):
     """The happens-before structure of a workload: its calls, its pieces of work with their
     immediate predecessors, and its host waits. Raises InvalidProgram for what CUDA refuses
-    (or leaves undefined)."""
-    calls = expand(workload["program"])
+    (or leaves undefined). ``calls``: the calls in the order they were issued, when that is
+    not the program's (host threads: the timeline's order of their calls)."""
+    if calls is None:
+        calls = expand(workload["program"])
     for i, c in enumerate(calls):
         c.index = i
     streams, events, graphs, execs = {}, {}, {}, {}
@@ -468,12 +474,14 @@ class _Checker:
                            early_ns=early, **extra)
 
 
-def _map_calls(prog, records, chk):
-    """Give every call its runtime records; False if the timeline does not match."""
-    runtime = sorted((r for r in records if r.get("kind") == "runtime"),
+def _map_calls(calls, records, chk, tid=None):
+    """Give every call its runtime records (host threads: those of thread ``tid``); False if
+    the timeline does not match."""
+    runtime = sorted((r for r in records if r.get("kind") == "runtime"
+                      and (tid is None or r.get("tid") == tid)),
                      key=lambda r: (r["start"], r.get("corr", 0)))
     sync_event = {r.get("corr"): r.get("event") for r in records if r.get("kind") == "sync"}
-    calls, i, c = prog.calls, 0, 0
+    i, c = 0, 0
     while c < len(calls):
         call = calls[c]
         if call.kind == "graph_exec_set_params":
@@ -578,26 +586,61 @@ def _check_programmatic(chk, cls, w, p, edge):
                   after=w.describe(), before=p.describe(), edge=edge.describe())
 
 
+def _issue_order(per_thread):
+    """Every thread's calls in one order: as they returned (their last record's end, then
+    correlation id): calls of two threads that overlap in time were serialised by the
+    driver, whose locks they hold to their end; a call without a record (SetParams on a
+    graph without kernels) right behind the call before it in its thread."""
+    keyed = []
+    for t, calls in enumerate(per_thread):
+        key = (-1, 0, t, 0)
+        for n, call in enumerate(calls):
+            if call.records:
+                r = call.records[-1]
+                key = (r["end"], r.get("corr", 0), t, n)
+            else:
+                key = key[:3] + (n,)
+            keyed.append((key, call))
+    keyed.sort(key=lambda kc: kc[0])
+    out = [c for _, c in keyed]
+    for i, c in enumerate(out):
+        c.index = i
+    return out
+
+
 def check(workload, records):
     """Every ordering of ``workload`` that the timeline ``records`` breaks.
 
     Returns ``(violations, checked)``: a list of dicts (``rule``, ``class``, ``message``;
     ``early_ns`` where an ordering is broken by a time) and the number of orderings checked.
     Raises InvalidProgram for a program that is not valid CUDA."""
-    prog = analyse(workload)
     chk = _Checker()
-    if not _map_calls(prog, records, chk):
-        return chk.violations, chk.checked
+    if workload.get("threads"):
+        # host threads: each thread's calls are its program's, in order; they reach the
+        # streams in the order they were issued, which the timeline tells
+        per_thread = []
+        for i, t in enumerate(workload["threads"]):
+            calls = expand(t["program"], f"threads[{i}].program")
+            if not _map_calls(calls, records, chk, tid=t["name"]):
+                return chk.violations, chk.checked
+            per_thread.append(calls)
+        prog = analyse(workload, _issue_order(per_thread))
+    else:
+        prog = analyse(workload)
+        if not _map_calls(prog.calls, records, chk):
+            return chk.violations, chk.checked
+        per_thread = [prog.calls]
     _map_work(prog, records, chk)
-    # CPU order: one thread, each call after the previous one has returned
-    prev = None
-    for call in prog.calls:
-        for r in call.records:
-            if prev is not None:
-                chk.after("cpu-order", "cpu-order", r["start"], prev["end"],
-                          f"{call.describe()} starts at {r['start']} ns, before the previous "
-                          f"call returns at {prev['end']} ns")
-            prev = r
+    # CPU order: in each thread, each call after the previous one has returned
+    for calls in per_thread:
+        prev = None
+        for call in calls:
+            for r in call.records:
+                if prev is not None:
+                    chk.after("cpu-order", "cpu-order", r["start"], prev["end"],
+                              f"{call.describe()} starts at {r['start']} ns, before the "
+                              f"previous call of its thread returns at {prev['end']} ns")
+                prev = r
     for w in prog.works:
         r = w.record
         if r is None:

@@ -94,6 +94,10 @@ SCENARIO_METRICS = {
                            "destroy",
     "gu_reinst_launch_sync_us": "gupdate: the re-instantiated graph's first launch and "
                                 "synchronisation",
+    "thread_launch_us": "threads: a launching thread's loop time / its launches (median "
+                        "over threads and repetitions)",
+    "threads_launches_per_us": "threads: all threads' launches / (last loop end - first "
+                               "loop start) in a repetition; median over repetitions",
     "pdl_exit_period_us": "pdl: exit of chain kernel i+1 - exit of kernel i (block 0's "
                           "stamps; the model: its last block's code end, the record's "
                           "``exit``), pooled over repetitions",
@@ -777,4 +781,42 @@ def _pdl(records):
             "pdl_resident_wait_us": _us(resident) if resident and resident > 1000 else None}
 
 
-_SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl}
+def _threads(records):
+    """Each launching thread's loop: from the trace's thread_loop records (its launches: the
+    header's ``n``), or the model's ``loop_start`` / ``loop_end`` marks of each thread (its
+    launch calls between them)."""
+    loops = {}                           # repetition -> [(start, end, launches), ...]
+    metas = [r for r in records if r["kind"] == "meta" and r["what"] == "thread_loop"]
+    if metas:
+        n = int((records[0].get("params") or {}).get("n", 2000))
+        for r in metas:
+            loops.setdefault(r["rep"], []).append((r["loop_start"], r["loop_end"], n))
+    else:
+        launches = {}
+        for r in records:
+            if r["kind"] == "runtime" and r["name"].startswith("cudaLaunchKernel"):
+                launches.setdefault(r.get("tid"), []).append(r["start"])
+        marks = sorted((r for r in records if r["kind"] == "meta"
+                        and r["what"] in ("loop_start", "loop_end")), key=lambda r: r["t"])
+        opened, count = {}, {}
+        for r in marks:
+            tid = r.get("tid")
+            if r["what"] == "loop_start":
+                opened[tid] = r["t"]
+            elif tid in opened:
+                a = opened.pop(tid)
+                rep = count.get(tid, 0)
+                count[tid] = rep + 1
+                n = sum(1 for t in launches.get(tid, ()) if a <= t <= r["t"])
+                loops.setdefault(rep, []).append((a, r["t"], n))
+    per, agg = [], []
+    for ls in loops.values():
+        per += [(e - a) / n for a, e, n in ls if n]
+        span = max(e for _, e, _ in ls) - min(a for a, _, _ in ls)
+        if span > 0:
+            agg.append(sum(n for *_, n in ls) / (span / 1e3))
+    return {"thread_launch_us": _us(_median(per)), "threads_launches_per_us": _median(agg)}
+
+
+_SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl,
+                     "threads": _threads}

@@ -326,10 +326,72 @@ class _Gen:
         return prog
 
 
+def _threaded(g, r):
+    """Host threads (2 to 4, and a main thread that creates everything first): each thread
+    has streams and events of its own, which it uses as a single-threaded program does
+    (work, records, waits, host waits, event queries), and launches kernels on the shared
+    streams too (whose order between threads is the driver's: their locks); it waits for
+    the other threads' events only in the last phase, after every thread has recorded its
+    last. Phases end at barriers."""
+    n = r.randint(2, 4)
+    shared = [f"sh{i}" for i in range(r.randint(1, 2))]
+    main = [{"op": "stream_create", "name": x} for x in shared]
+    own = {}
+    for t in range(n):
+        own[t] = ([f"t{t}s{i}" for i in range(r.randint(1, 3))],
+                  [f"t{t}e{i}" for i in range(r.randint(1, 3))])
+        main += [{"op": "stream_create", "name": x, "priority": r.choice(PRIORITIES)}
+                 for x in own[t][0]]
+        main += [{"op": "event_create", "name": e, "timing": r.random() < 0.5}
+                 for e in own[t][1]]
+    phases = r.randint(2, 4)
+    progs = {t: [{"op": "barrier", "name": "setup"}] for t in range(n)}
+    main.append({"op": "barrier", "name": "setup"})
+    for ph in range(phases):
+        last = ph == phases - 1
+        for t in range(n):
+            g.streams, g.events = own[t]
+            others = [e for u in range(n) if u != t for e in own[u][1]]
+            for _ in range(r.randint(2, 12)):
+                x = r.random()
+                if x < 0.25:
+                    progs[t].append(g.kernel(r.choice(shared)))
+                elif x < 0.55:
+                    progs[t].append(g.work(r.choice(g.streams)))
+                elif x < 0.7 and not last:
+                    progs[t].append(g.record())
+                elif x < 0.8:
+                    progs[t].append(g.wait(event=r.choice(others) if last and others
+                                           else None))
+                elif x < 0.9:
+                    op = g.host_sync()
+                    if op["op"] == "device_synchronize":
+                        # (it waits for the shared streams, which other threads feed meanwhile)
+                        op = {"op": "stream_synchronize", "stream": r.choice(g.streams)}
+                    progs[t].append(op)
+                else:
+                    progs[t].append({"op": "repeat", "count": r.randint(2, 5),
+                                     "body": [g.work(r.choice(g.streams))
+                                              for _ in range(r.randint(1, 3))]})
+            progs[t].append({"op": "barrier", "name": f"phase{ph}"})
+        main.append({"op": "barrier", "name": f"phase{ph}"})
+    main.append({"op": "device_synchronize"})
+    threads = [{"name": "main", "program": main}]
+    threads += [{"name": f"t{t}", "program": progs[t]} for t in range(n)]
+    return threads
+
+
 def generate(seed, connections=None):
     """A random valid program (a workload dict) from ``seed`` (an int or a string);
-    ``max_connections`` is drawn from ``connections`` (default 1..32)."""
+    ``max_connections`` is drawn from ``connections`` (default 1..32). One in eight is
+    several host threads (:func:`_threaded`, drawn with a generator of its own: the other
+    seeds' programs stay as they were)."""
     g = _Gen(seed, connections)
-    program = g.program()
-    return {"name": f"fuzz_{seed}", "max_connections": g.mc,
-            "description": f"ordering fuzzer program, seed {seed!r}", "program": program}
+    w = {"name": f"fuzz_{seed}", "max_connections": g.mc,
+         "description": f"ordering fuzzer program, seed {seed!r}"}
+    t = random.Random(f"gpufe-ordering-threads/{seed}")
+    if t.random() < 0.125:
+        w["threads"] = _threaded(g, t)
+    else:
+        w["program"] = g.program()
+    return w

@@ -519,16 +519,7 @@ def trace_host_scale(records, params):
                    if r["kind"] == "runtime" and r["name"] == "cudaLaunchKernel")
     if not calls:
         return 1.0
-    median = statistics.median(calls)
-    p = params.with_overrides(host_cpu_scale=1.0)
-    full = p.launch_call_ns(1.0)
-    if median >= full:
-        s = median / full
-    else:
-        # below the set's host, the kickoff's fixed time is a floor (launch_call_ns)
-        fixed = p.launch_call_ns(0.0)
-        s = (median - fixed) / (full - fixed) if full > fixed else 1.0
-    return min(max(s, 0.2), 5.0) * params.host_cpu_scale
+    return params.host_scale_for_launch(statistics.median(calls)) * params.host_cpu_scale
 
 
 def replay_params(records, params, profiler):

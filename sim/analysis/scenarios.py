@@ -345,11 +345,40 @@ def _pdl(p, sms):
     return prog + [_repeat(reps, rep)]
 
 
+def _threads(p, sms):
+    """fe_trace2 threads: T host threads, each launching n empty kernels on its own stream
+    (shared = 1: all on one stream) after a common start, then synchronising its stream; the
+    main thread creates the streams (each warmed up with 10 kernels) and marks each
+    repetition. Each launching thread marks its loop's start and end (``loop_start``,
+    ``loop_end``, with its ``tid``: the trace's thread_loop records)."""
+    T, n, shared, reps = _arg(p, "T", 4), _arg(p, "n", 2000), _arg(p, "shared", 0), \
+        _arg(p, "reps", 3)
+    names = ["s"] if shared else [f"s{i}" for i in range(T)]
+    main = [{"op": "stream_create", "name": s} for s in names]
+    main += [_repeat(10, [_work(s, 0) for s in names]), {"op": "device_synchronize"},
+             {"op": "barrier", "name": "setup"}]
+    main += [_repeat(reps, [{"op": "barrier", "name": "ready"}, _mark("rep_begin"),
+                            {"op": "barrier", "name": "go"}, {"op": "barrier", "name": "done"},
+                            _mark("rep_end")])]
+    threads = [{"name": "main", "program": main}]
+    for i in range(T):
+        s = names[0 if shared else i]
+        loop = [{"op": "barrier", "name": "ready"}, {"op": "barrier", "name": "go"},
+                _mark("loop_start"), _repeat(n, [_work(s, 0)]), _mark("loop_end"),
+                {"op": "stream_synchronize", "stream": s}, {"op": "barrier", "name": "done"}]
+        threads.append({"name": f"t{i}", "program": [{"op": "barrier", "name": "setup"},
+                                                     _repeat(reps, loop)]})
+    return threads
+
+
 PROGRAMS = {"chain": _chain, "hyperq": _hyperq, "events": _events, "xstream": _xstream,
             "priority": _priority, "copy": _copy, "sync": _sync, "grid": _grid,
-            "actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl}
+            "actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl,
+            "threads": _threads}
 #: programs of fe_trace2.cu (the second set), the others are fe_trace.cu's
-FE_TRACE2 = {"actgap", "procs", "gupdate", "pdl"}
+FE_TRACE2 = {"actgap", "procs", "gupdate", "pdl", "threads"}
+#: programs whose workload is several host threads (``threads``), not one program
+THREADED = {"threads"}
 
 
 class ScenarioError(ValueError):
@@ -373,7 +402,7 @@ def workload_from_header(header, name=None):
         # several processes: each its own context, with its own connections
         w["processes"] = _procs_processes(params, sms, mc)
         return w
-    w["program"] = PROGRAMS[sc](params, sms)
+    w["threads" if sc in THREADED else "program"] = PROGRAMS[sc](params, sms)
     if mc != "default":
         w["max_connections"] = int(mc)
     return w
@@ -416,7 +445,9 @@ PDL_MODES = ((0, 0), (1, 0), (1, 1))
 #: kernels (small), 3 x 20 ms (long), 2000 empty kernels (empty, P = 2 only: alone it is
 #: chain_stream's launch-bound loop). The full-grid variants (full, half) are left out:
 #: their kernels over-run their spin time at full occupancy, which is the SMs', not the
-#: front end's. pdl: the in-kernel stamp runs, every mode, stream (behind a gate) and graph,
+#: front end's. threads: every T, own streams and a shared one, without CUPTI (the
+#: CUPTI runs, 0.2-1.8 MB each, are left out: their host-side figures are in FIGURES.md).
+#: pdl: the in-kernel stamp runs, every mode, stream (behind a gate) and graph,
 #: without CUPTI, and with it for no PDL and PDL with an early trigger at ns = 2000
 FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                     + [f"nocupti_actgap_stamp_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
@@ -426,7 +457,9 @@ FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                     + [f"nocupti_pdl_stamp_p{p}_t{t}_ns{ns}_g{g}" for p, t in PDL_MODES
                        for ns in (0, 2000) for g in (0, 1)]
                     + [f"pdl_stamp_p{p}_t{t}_ns2000_g{g}" for p, t in ((0, 0), (1, 1))
-                       for g in (0, 1)])
+                       for g in (0, 1)]
+                    + [f"nocupti_threads_T{t}_sh{sh}" for t in (1, 2, 4, 8) for sh in (0, 1)
+                       if t > 1 or not sh])
 
 
 def bundle_fe_trace2(src, device="h200", names=FE_TRACE2_BUNDLE):

@@ -96,8 +96,11 @@ class Timeline:
         self.records.append({"kind": "sync", "type": sync_type, "corr": corr, "stream": stream,
                              "event": event, "start": start, "end": end})
 
-    def mark(self, what, t):
-        self.marks.append({"kind": "meta", "what": what, "t": t})
+    def mark(self, what, t, tid=None):
+        rec = {"kind": "meta", "what": what, "t": t}
+        if tid is not None:
+            rec["tid"] = tid
+        self.marks.append(rec)
 
     # -- what the engines report (CoSim.activity) -------------------------------------------------
 

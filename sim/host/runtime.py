@@ -68,12 +68,47 @@ class Process:
     max_connections: int
 
 
-class Runtime:
-    """The API on one CPU thread, over a driver model for the co-simulation ``cosim``: its
-    KMD, UMD, timeline and profiler. ``process``: the CUDA context it runs in (None: the only
-    one, with all of ``cosim``'s channels)."""
+class DriverLock:
+    """A lock of the CUDA driver shared by a process's host threads (a stream's, the
+    context's). It is not fair: a thread that releases it and asks again at once takes it
+    again ahead of the threads waiting (they are still waking), unless one of them has
+    waited ``turn_ns`` or more; then it is handed to that one."""
 
-    def __init__(self, cosim, process=None):
+    def __init__(self, rt, what, turn_ns):
+        self.rt, self.what, self.turn_ns = rt, what, turn_ns
+        self.owner = None
+        self.reserved = None             # the waiter it was handed to
+        self.waiting = {}                # thread -> since (ns)
+
+    def acquire(self):
+        me = self.rt.current
+        free = lambda: self.owner is None and self.reserved in (None, me)
+        if not free():
+            self.waiting[me] = self.rt.now()
+            self.rt.blocked.add(me)
+            # (several waiters may be woken by one release: the first to run takes it)
+            while not free():
+                yield ("wait", free, f"thread {me!r} waiting for the {self.what} lock")
+            del self.waiting[me]
+            self.rt.blocked.discard(me)
+        self.owner, self.reserved = me, None
+
+    def release(self):
+        self.owner = None
+        if self.waiting:
+            oldest = min(self.waiting, key=lambda t: (self.waiting[t], str(t)))
+            if self.rt.now() - self.waiting[oldest] >= self.turn_ns:
+                self.reserved = oldest
+        self.rt.sim.poke_cpu()
+
+
+class Runtime:
+    """The API over a driver model for the co-simulation ``cosim``: its KMD, UMD, timeline
+    and profiler. ``process``: the CUDA context it runs in (None: the only one, with all of
+    ``cosim``'s channels); ``threads``: the names of its host threads (None: one thread),
+    each running its program through :meth:`thread`."""
+
+    def __init__(self, cosim, process=None, threads=None):
         self.sim = cosim
         self.p = cosim.p
         self.cfg = cosim.cfg
@@ -99,6 +134,32 @@ class Runtime:
         self._capture_high = None
         self._kernel_ids = {}        # kernel name -> id in the function table
         self.blocked_launches = 0
+        # host threads: which one is running, which are inside an API call, inside a launch,
+        # waiting for a driver lock (the locks are the streams')
+        self.threads = list(threads) if threads else [None]
+        self.current = self.threads[0]
+        self.in_call, self.launching, self.blocked = set(), set(), set()
+
+    @property
+    def threaded(self):
+        """More than one host thread: the driver's locks and shared state count."""
+        return len(self.threads) > 1
+
+    def thread(self, name, program):
+        """``program`` (a generator of ops) run as host thread ``name``: the generator the
+        co-simulation runs (the program itself when it is the only thread)."""
+        if not self.threaded:
+            return program
+        return self._as_thread(name, program)
+
+    def _as_thread(self, name, program):
+        while True:
+            self.current = name
+            try:
+                req = next(program)
+            except StopIteration:
+                return
+            yield req
 
     # -- what callers read ---------------------------------------------------------------------
 
@@ -123,7 +184,19 @@ class Runtime:
 
     def api_call(self, call):
         """Run one API call (a generator), with CUPTI's cost when profiled."""
-        return self.profiler.api_call(call)
+        if not self.threaded:
+            return self.profiler.api_call(call)
+        return self._threaded_call(self.profiler.api_call(call))
+
+    def _threaded_call(self, call):
+        """A call of one of several host threads: it counts as inside the driver (the
+        other threads' launches see the shared state move) until it returns."""
+        me = self.current
+        self.in_call.add(me)
+        try:
+            yield from call
+        finally:
+            self.in_call.discard(me)
 
     def cupti_submitted(self):
         """Under CUPTI, a kernel's "submitted" is its dispatch (see ``profiler.py``)."""
@@ -132,6 +205,8 @@ class Runtime:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _record(self, api, start, corr, **extra):
+        if self.threaded:
+            extra["tid"] = self.current
         self.timeline.runtime(api, start, corr, self.now(), **extra)
 
     def _kernel_id(self, name):
@@ -173,6 +248,7 @@ class Runtime:
         s = Stream(name, STREAM_ID_BASE + idx, priority, ch, syncpoint=self.sim.take_syncpoint(),
                    host_sem=self.sim.mem.alloc(16, align=16))
         s.tracking = self.sim.track_syncpoint(s.syncpoint)
+        s.lock = DriverLock(self, f"stream {name!r}", self.p.lock_turn_ns)
         self.streams[name] = s
         self.umd.add_stream_priority(ch, priority)
         yield ("cpu", self.p.stream_create_cpu_ns)
@@ -187,6 +263,21 @@ class Runtime:
         self._record("event_create", start, corr)
 
     # -- work --------------------------------------------------------------------------------------
+
+    def _launch_locked(self, s):
+        """Generator: a launch's first steps when several host threads share the process:
+        the stream's lock (held to the call's end), then the driver's shared state, which
+        comes over from other CPUs' caches when other threads are inside calls
+        (``thread_contention_ns``) and more so the more of them are launching
+        (``thread_contention_per_thread_ns`` each, not counting those waiting for a lock)."""
+        me = self.current
+        self.launching.add(me)
+        yield from s.lock.acquire()
+        others = self.in_call - {me}
+        if others:
+            busy = len((self.launching & others) - self.blocked)
+            yield ("cpu", self.p.thread_contention_ns
+                   + busy * self.p.thread_contention_per_thread_ns)
 
     def launch_kernel(self, name, grid, block, block_ns, stream, pdl=False, trigger_ns=None,
                       prologue_ns=0):
@@ -208,6 +299,8 @@ class Runtime:
         threads = block[0] * block[1] * block[2]
         if not 0 < threads <= self.p.max_threads_per_sm:
             raise ApiError(f"block {block} has {threads} threads; 1..{self.p.max_threads_per_sm}")
+        if self.threaded:
+            yield from self._launch_locked(s)
         desc = self.umd.take_descriptor()     # the engine gives it back once it has read it
         pb = PushBuffer()
         primary = pdl_primary(s, ch) if pdl else None
@@ -231,6 +324,9 @@ class Runtime:
         self.blocked_launches += bool(blocked)
         spent = self.p.launch_encode_ns + (self.p.kickoff_ns if flushing else 0)
         yield ("cpu", max(self.p.launch_cpu_ns - spent, 0))
+        if self.threaded:
+            s.lock.release()
+            self.launching.discard(self.current)
         self._record(api, start, corr, **({"blocked": True} if blocked else {}))
 
     def memcpy_async(self, kind, nbytes, stream):
@@ -603,10 +699,10 @@ class Runtime:
         if name.startswith("global:"):
             key, parties = ("global", name), self.sim.thread_count()
         else:
-            key, parties = (self.process.name, name), 1
+            key, parties = (self.process.name, name), len(self.threads)
         yield from self.sim.barrier(key, parties, f"barrier {name!r}")
 
     def mark(self, what):
-        self.timeline.mark(what, self.now())
+        self.timeline.mark(what, self.now(), self.current if self.threaded else None)
         return
         yield

@@ -49,6 +49,7 @@ class Stream:
     # PDL: the stream's latest op was a kernel launch (captured or not), with nothing else
     # issued to it or waited for since: a programmatic launch now depends on that kernel
     after_kernel: bool = False
+    lock: object = None             # the driver's lock on it (runtime.DriverLock)
 
 
 def acquire(cfg, pb, syncpoint, value):

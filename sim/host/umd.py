@@ -127,14 +127,19 @@ class Umd:
     def kickoff(self, ch):
         """One GPFIFO entry for everything queued on the channel, then the doorbell; block
         while the ring or the push buffer is full."""
+        if not ch.pending:
+            return False      # another host thread's kickoff took what was queued
+        # taken now: what other host threads queue while this one waits is theirs to kick off
+        items, ch.pending = ch.pending, []
         mem = self.sim.mem
-        words = [w for pb, _ in ch.pending for w in pb.words]
+        words = [w for pb, _ in items for w in pb.words]
         nbytes = 4 * len(words)
         full = lambda: (ch.outstanding >= ch.ring_entries - 1
                         or ch.pb_used + nbytes > ch.pb_bytes)
         blocked = full()
-        yield ("wait", lambda: not full(),
-               f"a kickoff on channel {ch.id} waiting for GPFIFO or push-buffer space")
+        while full():         # (another thread woken by the same space may take it first)
+            yield ("wait", lambda: not full(),
+                   f"a kickoff on channel {ch.id} waiting for GPFIFO or push-buffer space")
         seg = ch.pb_ring.place(nbytes)      # fits: at most pb_bytes are in flight
         mem.write_dwords(seg, words)
         entry = gp_entry(seg, len(words))
@@ -143,10 +148,9 @@ class Umd:
         ch.outstanding += 1
         ch.pb_used += nbytes
         offset, submitted = submitted_update(self.sim.now_ns)
-        for _, descriptor in ch.pending:
+        for _, descriptor in items:
             if descriptor is not None:
                 mem.write_dwords(descriptor + offset, submitted)
-        ch.pending = []
         ch.kicked.append(nbytes)
         self.kmd.ring_doorbell(ch.id, ch.put)
         return blocked

@@ -267,10 +267,21 @@ TOP = {
                                    "each its own CUDA context (its own channels, its own "
                                    "time slice) and CPU thread: a list of 1 to 4 objects "
                                    "with `name` (required, unique), `max_connections` "
-                                   "(default: the file's) and `program`; streams, events and "
-                                   "graphs are named per process; their channels "
-                                   "(max_connections + 2 each) must fit the front end's "
-                                   "`hw_channels`"),
+                                   "(default: the file's) and `program` (or `threads`); "
+                                   "streams, events and graphs are named per process; their "
+                                   "channels (max_connections + 2 each) must fit the front "
+                                   "end's `hw_channels`"),
+    "threads": Field(list, None, "instead of `program` (here or in a process): host threads "
+                                 "of one process, each running its program on its own CPU: a "
+                                 "list of 1 to 32 objects with `name` (required, unique) and "
+                                 "`program`; streams, events and graphs are shared by name "
+                                 "within the process (a name made by one thread may be used "
+                                 "by another once it exists: order them with a `barrier`); "
+                                 "launches from several threads contend for the driver's "
+                                 "locks (a stream's, for the whole call) and its shared "
+                                 "state (`thread_contention_ns`, "
+                                 "`thread_contention_per_thread_ns`); records carry the "
+                                 "thread's name as `tid`"),
 }
 
 #: (op, field) -> (least, most, what the most is): the bounds of :data:`OPS`
@@ -559,10 +570,11 @@ def parse_workload(data, source="<workload>", *, located=False):
     if extra:
         raise WorkloadError(f"{source}: unknown top-level field(s) "
                             f"{', '.join(_key(e) for e in extra)}")
-    if "program" in data and "processes" in data:
-        raise WorkloadError(f"{source}: both 'program' and 'processes': give one")
-    if "program" not in data and "processes" not in data:
-        raise WorkloadError(f"{source}: no 'program' (or 'processes')")
+    given = [k for k in ("program", "processes", "threads") if k in data]
+    if len(given) > 1:
+        raise WorkloadError(f"{source}: both {given[0]!r} and {given[1]!r}: give one")
+    if not given:
+        raise WorkloadError(f"{source}: no 'program' (or 'processes', or 'threads')")
     mc = data.get("max_connections")
     lo, hi = TOP["max_connections"].least, TOP["max_connections"].most
     if mc is not None and (not isinstance(mc, int) or isinstance(mc, bool)
@@ -579,6 +591,10 @@ def parse_workload(data, source="<workload>", *, located=False):
            "max_connections": mc, "description": "" if description is None else description}
     if "processes" in data:
         out["processes"] = _check_processes(data["processes"], source, lo, hi, located)
+        out["program"] = []
+        return out
+    if "threads" in data:
+        out["threads"] = _check_threads(data["threads"], f"{source}: threads", located)
         out["program"] = []
         return out
     names = {"stream": set(), "event": set(), "graph": set()}
@@ -601,7 +617,7 @@ def _check_processes(procs, source, lo, hi, located):
         here = f"{source}: processes[{i}]"
         if not isinstance(p, dict):
             raise WorkloadError(f"{here}: must be an object, not {show(p)}")
-        extra = sorted(set(p) - {"name", "max_connections", "program"})
+        extra = sorted(set(p) - {"name", "max_connections", "program", "threads"})
         if extra:
             raise WorkloadError(f"{here}: unknown field(s) {', '.join(_key(e) for e in extra)}")
         name = p.get("name")
@@ -616,19 +632,94 @@ def _check_processes(procs, source, lo, hi, located):
                                or not lo <= mc <= hi):
             raise WorkloadError(f"{here}: max_connections must be {lo}..{hi} (an integer), "
                                 f"not {show(mc)}")
-        if "program" not in p:
+        if ("program" in p) == ("threads" in p):
+            raise WorkloadError(f"{here}: give 'program' or 'threads' (one of them)")
+        proc = {"name": name, "max_connections": mc}
+        if "threads" in p:
+            proc["threads"] = _check_threads(p["threads"], f"{here}.threads", located)
+            proc["program"] = []
+        else:
+            names = {"stream": set(), "event": set(), "graph": set()}
+            proc["program"] = _check_ops(p["program"], f"{here}.program", names,
+                                         located=located)
+        out.append(proc)
+    return out
+
+
+#: host threads a process may run
+MAX_THREADS = 32
+
+
+def _created(ops, out):
+    """The names ``ops`` create (streams, events, graphs), repeats included: into ``out``."""
+    for op in ops if isinstance(ops, list) else ():
+        if not isinstance(op, dict):
+            continue
+        kind = _CREATES.get(op.get("op"))
+        if kind is not None:
+            out[kind].add(op.get("graph" if kind == "graph" else "name"))
+        if op.get("op") == "repeat":
+            _created(op.get("body"), out)
+    return out
+
+
+def _check_threads(threads, where, located):
+    """A process's host threads: each program checked with the names the others create
+    (shared within the process; a name made by two threads is an error)."""
+    if not isinstance(threads, list) or not threads:
+        raise WorkloadError(f"{where}: must be a non-empty list")
+    if len(threads) > MAX_THREADS:
+        raise WorkloadError(f"{where}: {len(threads)} threads; at most {MAX_THREADS}")
+    seen = set()
+    for i, t in enumerate(threads):
+        here = f"{where}[{i}]"
+        if not isinstance(t, dict):
+            raise WorkloadError(f"{here}: must be an object, not {show(t)}")
+        extra = sorted(set(t) - {"name", "program"})
+        if extra:
+            raise WorkloadError(f"{here}: unknown field(s) {', '.join(_key(e) for e in extra)}")
+        name = t.get("name")
+        if not isinstance(name, str) or not name:
+            raise WorkloadError(f"{here}: name must be a non-empty string, not {show(name)}")
+        _check_text(name, f"{here}: name")
+        if name in seen:
+            raise WorkloadError(f"{here}: thread name {name!r} used twice")
+        seen.add(name)
+        if "program" not in t:
             raise WorkloadError(f"{here}: no 'program'")
-        names = {"stream": set(), "event": set(), "graph": set()}
-        out.append({"name": name, "max_connections": mc,
-                    "program": _check_ops(p["program"], f"{here}.program", names,
+    created = [_created(t["program"], {"stream": set(), "event": set(), "graph": set()})
+               for t in threads]
+    for i, c in enumerate(created):
+        for j in range(i):
+            for kind in ("stream", "event", "graph"):
+                both = sorted(c[kind] & created[j][kind], key=str)
+                if both:
+                    raise WorkloadError(f"{where}[{i}].program: makes {kind} {show(both[0])}, "
+                                        f"which thread {threads[j]['name']!r} makes too "
+                                        f"(names are shared by the process's threads)")
+    out = []
+    for i, t in enumerate(threads):
+        names = {k: set().union(*(c[k] for j, c in enumerate(created) if j != i))
+                 for k in ("stream", "event", "graph")}
+        out.append({"name": t["name"],
+                    "program": _check_ops(t["program"], f"{where}[{i}].program", names,
                                           located=located)})
     return out
 
 
+def threads_of(entry):
+    """(thread name or None, program) of each host thread of a workload or process: its
+    ``threads``, or its one ``program`` (None: the only thread)."""
+    if entry.get("threads"):
+        return [(t["name"], t["program"]) for t in entry["threads"]]
+    return [(None, entry["program"])]
+
+
 def programs_of(workload):
-    """Every program a workload runs: its processes' programs, or its one program."""
-    procs = workload.get("processes")
-    return [p["program"] for p in procs] if procs else [workload["program"]]
+    """Every program a workload runs: its processes' (and their threads') programs, or its
+    threads' or its one program."""
+    procs = workload.get("processes") or [workload]
+    return [prog for p in procs for _, prog in threads_of(p)]
 
 
 def load_workload(path):

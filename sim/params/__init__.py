@@ -62,6 +62,17 @@ class Params:
                                          "(launch state prepared at instantiation)")
     block_overhead_ns: float = _ns("fixed run time of every block on top of block_ns")
     kernel_end_ns: float = _ns("last block done -> completion reported to the front end")
+    # -- host threads (the driver's locks) --
+    thread_contention_ns: float = _cpu("host threads: a launch while another thread of its "
+                                       "process is inside a CUDA call: the driver's shared "
+                                       "state comes over from another CPU's cache")
+    thread_contention_per_thread_ns: float = _cpu("host threads: and this much more for each "
+                                                  "other thread launching at that moment (not "
+                                                  "waiting for a lock): the lines go back and "
+                                                  "forth between more CPUs")
+    lock_turn_ns: float = _ns("host threads: a driver lock goes to a thread that has waited "
+                              "this long, not back to the thread that released it (the "
+                              "lock is unfair: turns this long on a shared stream)")
     # -- programmatic dependent launch --
     pdl_launch_ns: float = _ns("PDL: the primary kernel triggers (all its blocks) -> the "
                                "dependent kernel, already dispatched, eligible for block "
@@ -251,6 +262,18 @@ class Params:
                 GlobalReg.GRAPH_START: round(self.graph_start_ns),
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
+
+    def host_scale_for_launch(self, ns, profiled=True):
+        """The ``host_cpu_scale`` at which a launch call takes ``ns`` (:meth:`launch_call_ns`
+        inverted; below the set's host the kickoff's fixed time is a floor), within 0.2..5."""
+        p = self.with_overrides(host_cpu_scale=1.0)
+        full = p.launch_call_ns(1.0, profiled)
+        if ns >= full:
+            s = ns / full
+        else:
+            fixed = p.launch_call_ns(0.0, profiled)
+            s = (ns - fixed) / (full - fixed) if full > fixed else 1.0
+        return min(max(s, 0.2), 5.0)
 
     def launch_call_ns(self, host_cpu_scale=None, profiled=True):
         """A cudaLaunchKernel that does not block, start to return, on a host

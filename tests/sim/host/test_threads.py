@@ -1,0 +1,104 @@
+"""Host threads of one process: programs run on their own CPUs, sharing streams by name;
+launches contend for a stream's driver lock and the driver's shared state; records carry the
+thread's name; the ordering reference follows the order the threads issued their calls."""
+
+import pytest
+
+from gpufe.sim.run import simulate
+from gpufe.sim.host.workload import parse_workload, WorkloadError, programs_of
+from gpufe.sim.analysis.hb_reference import check
+from tests.sim.workloads import launch
+
+
+def threaded(threads, name="threads"):
+    return parse_workload({"name": name, "threads": threads}, name)
+
+
+def loop(stream, n, kernel=None):
+    return {"op": "repeat", "count": n, "body": [launch(stream, kernel=kernel)]}
+
+
+def two_threads(shared, n=50):
+    a, b = ("s", "s") if shared else ("s0", "s1")
+    creates = [{"op": "stream_create", "name": x} for x in sorted({a, b})]
+    return threaded([
+        {"name": "t0", "program": creates + [{"op": "barrier", "name": "go"}, loop(a, n, "k0"),
+                                             {"op": "stream_synchronize", "stream": a}]},
+        {"name": "t1", "program": [{"op": "barrier", "name": "go"}, loop(b, n, "k1"),
+                                   {"op": "stream_synchronize", "stream": b}]}])
+
+
+def launches(records, tid):
+    return sorted((r for r in records if r["kind"] == "runtime" and r.get("tid") == tid
+                   and r["name"].startswith("cudaLaunchKernel")), key=lambda r: r["start"])
+
+
+def test_threads_are_checked_like_programs():
+    w = two_threads(shared=False)
+    assert [len(p) for p in programs_of(w)] == [5, 3]
+    with pytest.raises(WorkloadError, match="thread name 't0' used twice"):
+        threaded([{"name": "t0", "program": []}, {"name": "t0", "program": []}])
+    with pytest.raises(WorkloadError, match="both 'program' and 'threads'"):
+        parse_workload({"program": [], "threads": [{"name": "a", "program": []}]})
+    with pytest.raises(WorkloadError, match=r"threads\[1\].program: makes stream 's', which "
+                                            r"thread 'a' makes too"):
+        threaded([{"name": "a", "program": [{"op": "stream_create", "name": "s"}]},
+                  {"name": "b", "program": [{"op": "stream_create", "name": "s"}]}])
+    with pytest.raises(WorkloadError, match="refers to stream 'x'"):
+        threaded([{"name": "a", "program": [launch("x")]}])
+    with pytest.raises(WorkloadError, match="give 'program' or 'threads'"):
+        parse_workload({"processes": [{"name": "p", "program": [],
+                                       "threads": [{"name": "a", "program": []}]}]})
+
+
+def test_own_streams_launch_in_parallel_at_the_contended_cost(params):
+    records = simulate(two_threads(shared=False), params, backend="compiled").records
+    a, b = launches(records, "t0"), launches(records, "t1")
+    assert len(a) == len(b) == 50
+    # the two threads' calls overlap in time: each on its own CPU
+    assert a[10]["start"] < b[10]["end"] and b[10]["start"] < a[10]["end"]
+    # while both launch, each call pays the shared state's move and the other launcher
+    own = params.launch_cpu_ns + params.thread_contention_ns \
+        + params.thread_contention_per_thread_ns
+    assert a[20]["end"] - a[20]["start"] == pytest.approx(own, abs=2)
+    for r in records:
+        if r["kind"] in ("runtime", "meta") and r.get("what") not in ("header", "footer"):
+            assert r.get("tid") in ("t0", "t1"), r
+
+
+def test_a_shared_stream_takes_one_launch_at_a_time(params):
+    records = simulate(two_threads(shared=True), params, backend="compiled").records
+    calls = sorted(launches(records, "t0") + launches(records, "t1"), key=lambda r: r["end"])
+    for x, y in zip(calls, calls[1:]):
+        # the stream's lock: the launches' work does not overlap (a call may start while
+        # another holds the lock, and waits)
+        assert y["end"] - x["end"] >= int(params.launch_cpu_ns)
+    # the lock is unfair: a thread keeps it for a turn of lock_turn_ns, not one launch
+    turns = sum(1 for x, y in zip(calls, calls[1:]) if x["tid"] != y["tid"])
+    assert turns < 10
+    assert check(two_threads(shared=True), records)[0] == []
+
+
+def test_the_reference_follows_the_threads_issue_order(params):
+    w = two_threads(shared=True)
+    records = simulate(w, params, backend="compiled").records
+    violations, checked = check(w, records)
+    assert violations == [] and checked > 100
+    # two kernels of the shared stream swapped in time: a stream-order violation
+    ks = sorted((r for r in records if r["kind"] == "kernel"), key=lambda r: r["start"])
+    bad = [dict(r) for r in records]
+    i, j = records.index(ks[30]), records.index(ks[31])
+    bad[i]["start"], bad[j]["start"] = ks[31]["start"], ks[30]["start"]
+    bad[i]["end"], bad[j]["end"] = ks[31]["end"], ks[30]["end"]
+    assert any(v["rule"] == "stream" for v in check(w, bad)[0])
+
+
+def test_a_barrier_meets_every_thread_of_the_process(params):
+    w = threaded([
+        {"name": "a", "program": [{"op": "host_sleep", "ns": 50_000},
+                                  {"op": "barrier", "name": "b"}, {"op": "mark", "what": "a"}]},
+        {"name": "b", "program": [{"op": "barrier", "name": "b"}, {"op": "mark", "what": "b"}]}])
+    records = simulate(w, params, backend="compiled").records
+    marks = {r["what"]: r for r in records if r["kind"] == "meta" and r.get("tid")}
+    assert marks["a"]["t"] == marks["b"]["t"] >= 50_000
+    assert (marks["a"]["tid"], marks["b"]["tid"]) == ("a", "b")
