@@ -14,7 +14,7 @@ from gpufe.sim.analysis.scenarios import (FE_TRACE2_BUNDLE, ScenarioError, progr
 from gpufe.sim.analysis.traces import (TraceError, merge_processes, read_fe_trace,
                                        write_fe_trace)
 from gpufe.sim.analysis.validate import compare, compared_metrics, measured_metrics
-from gpufe.sim.host.workload import load_workload
+from gpufe.sim.host.workload import load_workload, programs_of
 
 ACTGAP = [n for n in FE_TRACE2_BUNDLE if "actgap" in n]
 PROCS = [n for n in FE_TRACE2_BUNDLE if n.startswith("procs_")]
@@ -31,7 +31,8 @@ def figures(name):
 def test_the_bundle_is_shipped():
     names = set(scenario_names())
     assert set(FE_TRACE2_BUNDLE) <= names
-    assert {program_of(n) for n in FE_TRACE2_BUNDLE} == {"actgap", "procs", "gupdate", "pdl"}
+    assert {program_of(n) for n in FE_TRACE2_BUNDLE} == {"actgap", "procs", "gupdate", "pdl",
+                                                          "threads"}
 
 
 @pytest.mark.parametrize("name", FE_TRACE2_BUNDLE)
@@ -140,9 +141,10 @@ def test_procs_needs_a_process():
 
 def test_kernel_count_stays_modest():
     for name in FE_TRACE2_BUNDLE:
-        w = json.loads(scenario_paths(name)[0].read_text())
-        progs = [p["program"] for p in w.get("processes", [])] or [w["program"]]
-        assert sum(len(launches(p)) for p in progs) <= 20_000, name
+        progs = programs_of(load_workload(scenario_paths(name)[0]))
+        # threads: 2,000 launches a thread, 3 repetitions, as recorded (8 threads: 20 s)
+        most = 50_000 if program_of(name) == "threads" else 20_000
+        assert sum(len(launches(p)) for p in progs) <= most, name
 
 
 # ------------------------------------------------------------------ reference figures
@@ -479,3 +481,26 @@ def test_pdl_workloads_launch_the_chain_with_the_attribute():
     g = load_workload(scenario_paths("nocupti_pdl_stamp_p0_t0_ns0_g1")[0])
     assert [op["op"] for op in g["program"][1:4]] == ["stream_begin_capture", "repeat",
                                                       "stream_end_capture"]
+
+
+# ------------------------------------------------------------------ threads
+
+
+@pytest.mark.parametrize("name, per_launch, aggregate", [
+    # FIGURES.md's threads table, no CUPTI (per_launch_loop_ns, agg_launches_per_us)
+    ("nocupti_threads_T1_sh0", 3.545, 0.282),
+    ("nocupti_threads_T8_sh0", 9.170, 0.855),
+    ("nocupti_threads_T4_sh1", 18.270, 0.210),
+])
+def test_threads_figures_of_the_traces_are_the_recordings(name, per_launch, aggregate):
+    f = figures(name)
+    assert f["thread_launch_us"] == pytest.approx(per_launch, abs=1e-3)
+    assert f["threads_launches_per_us"] == pytest.approx(aggregate, abs=5e-3)
+
+
+def test_threads_workloads_run_a_thread_per_launcher_and_a_main_thread():
+    w = load_workload(scenario_paths("nocupti_threads_T4_sh1")[0])
+    assert [t["name"] for t in w["threads"]] == ["main", "t0", "t1", "t2", "t3"]
+    loops = [op for t in w["threads"][1:] for op in t["program"][1]["body"]
+             if op["op"] == "repeat"]
+    assert {op["body"][0]["stream"] for op in loops} == {"s"}

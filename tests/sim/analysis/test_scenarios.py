@@ -14,11 +14,11 @@ NAMES = scenario_names()
 
 
 def test_every_fe_trace_program_is_covered():
-    # 89 of fe_trace, 37 of fe_trace2 (actgap, procs, gupdate, pdl)
-    assert len(NAMES) == 126
+    # 89 of fe_trace, 44 of fe_trace2 (actgap, procs, gupdate, pdl, threads)
+    assert len(NAMES) == 133
     programs = {read_fe_trace(scenario_paths(n)[1])[0]["scenario"] for n in NAMES}
     assert programs == {"chain", "hyperq", "events", "xstream", "priority", "copy", "sync",
-                        "grid", "actgap", "procs", "gupdate", "pdl"}
+                        "grid", "actgap", "procs", "gupdate", "pdl", "threads"}
 
 
 @pytest.mark.parametrize("name", NAMES)
