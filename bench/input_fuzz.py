@@ -92,7 +92,8 @@ def load_seeds():
     for p in sorted((ROOT / "examples").glob("*.json")) + sorted(REF.glob("*.json")):
         w = json.loads(p.read_text())
         for proc in w.get("processes") or [w]:
-            _shrink_ops(proc["program"])
+            for t in proc.get("threads") or [proc]:
+                _shrink_ops(t["program"])
         workloads.append((p.stem, w))
     traces = []
     for p in sorted(REF.glob("*.jsonl.gz")):

@@ -335,7 +335,7 @@ def _threaded(g, r):
     last. Phases end at barriers."""
     n = r.randint(2, 4)
     shared = [f"sh{i}" for i in range(r.randint(1, 2))]
-    main = [{"op": "stream_create", "name": x} for x in shared]
+    main = [{"op": "stream_create", "name": x, "priority": r.choice(PRIORITIES)} for x in shared]
     own = {}
     for t in range(n):
         own[t] = ([f"t{t}s{i}" for i in range(r.randint(1, 3))],

@@ -9,7 +9,7 @@ import pytest
 
 from gpufe.sim.analysis import hb_reference as hb
 from gpufe.sim.analysis.program_gen import generate
-from gpufe.sim.host.workload import parse_workload, count_ops
+from gpufe.sim.host.workload import parse_workload, count_ops, programs_of
 
 from tests.sim.workloads import streams, launch, workload
 
@@ -416,17 +416,23 @@ def test_the_generator_is_deterministic():
 def test_generated_programs_are_valid_and_cover_every_op():
     seen, kinds, mcs, fills, multi_stream_captures = set(), set(), set(), 0, 0
     timing, priorities, launches_into_other_streams = set(), set(), 0
+    threaded = pdl = 0
     for i in range(300):
         w = generate(f"t.{i}")
         parsed = parse_workload(w, w["name"])          # raises if not valid
-        hb.analyse(parsed)                             # raises if not valid CUDA
+        if "threads" in w:
+            threaded += 1                              # (their order is the timeline's)
+            ops = [op for t in w["threads"] for op in _ops(t["program"])]
+        else:
+            hb.analyse(parsed)                         # raises if not valid CUDA
+            ops = list(_ops(w["program"]))
         mcs.add(w["max_connections"])
-        ops = list(_ops(w["program"]))
+        pdl += sum(1 for op in ops if op.get("pdl"))
         seen.update(op["op"] for op in ops)
         kinds.update(op["kind"] for op in ops if op["op"] == "memcpy_async")
         timing.update(op["timing"] for op in ops if op["op"] == "event_create")
         priorities.update(op["priority"] for op in ops if op["op"] == "stream_create")
-        fills += count_ops(w["program"]) > 1023
+        fills += sum(count_ops(p) for p in programs_of(parsed)) > 1023
         joined = {op["stream"] for op in ops if op["op"] == "stream_wait_event"
                   and op["event"].startswith("g")}
         multi_stream_captures += len(joined) >= 2
@@ -440,6 +446,7 @@ def test_generated_programs_are_valid_and_cover_every_op():
     assert timing == {True, False} and min(priorities) < -1 and 0 in priorities
     assert min(mcs) == 1 and max(mcs) == 32 and len(mcs) > 20
     assert fills >= 3 and multi_stream_captures >= 10 and launches_into_other_streams >= 10
+    assert 20 <= threaded <= 60 and pdl >= 300
     assert {generate(f"t.{i}", [4, 8])["max_connections"] for i in range(20)} == {4, 8}
 
 

@@ -67,7 +67,7 @@ def test_a_global_barrier_one_process_never_reaches_is_a_deadlock(params):
 @pytest.mark.parametrize("bad, message", [
     ({"processes": []}, "non-empty list"),
     ({"processes": [{"name": "a", "program": []}, {"name": "a", "program": []}]}, "used twice"),
-    ({"processes": [{"name": "a"}]}, "no 'program'"),
+    ({"processes": [{"name": "a"}]}, "give 'program' or 'threads'"),
     ({"processes": [{"name": "a", "program": [], "max_connections": 33}]}, "max_connections"),
     ({"processes": [{"name": f"p{i}", "program": []} for i in range(5)]}, "at most 4"),
     ({"processes": [{"name": "a", "program": []}], "program": []}, "give one"),

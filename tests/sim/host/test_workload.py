@@ -2,7 +2,8 @@ import pathlib
 
 import pytest
 
-from gpufe.sim.host.workload import load_workload, parse_workload, WorkloadError, count_ops
+from gpufe.sim.host.workload import (load_workload, parse_workload, WorkloadError, count_ops,
+                                     programs_of)
 
 EXAMPLES = sorted(pathlib.Path(__file__).parents[3].joinpath("examples").glob("*.json"))
 
@@ -62,7 +63,7 @@ def test_every_bundled_example_is_valid():
     assert len(EXAMPLES) >= 8
     for path in EXAMPLES:
         w = load_workload(path)
-        assert count_ops(w["program"]) > 0, path
+        assert sum(count_ops(p) for p in programs_of(w)) > 0, path
 
 
 # -- bad input of every class: rejected with the file, the place and the reason ---------------
