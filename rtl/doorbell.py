@@ -119,8 +119,8 @@ class DoorbellRegisterFile(wiring.Component):
         Returned by an ACTIVE_TSG read: the TSG served, bit 31 set during a switch.
     timeslice, switch_time, preempt_time : Out(32)
         TSG_TIMESLICE, TSG_SWITCH and TSG_PREEMPT (ns).
-    ctx_save, ctx_load, ch_timeslice, launch_hold, cp_switch, graph_start : Out(16)
-        CTX_SAVE, CTX_LOAD, CH_TIMESLICE, LAUNCH_HOLD, CP_SWITCH, GRAPH_START (ns).
+    ctx_save, ctx_load, ch_timeslice, launch_hold, cp_switch, graph_start, cond_start : Out(16)
+        CTX_SAVE, CTX_LOAD, CH_TIMESLICE, LAUNCH_HOLD, CP_SWITCH, GRAPH_START, COND_START (ns).
     status : Out(32)
         The STATUS register: bits 2:0 ``STATUS_BAD_CHANNEL``, ``STATUS_BAD_PUT``,
         ``STATUS_BAD_VALUE`` (a STATUS write of 1s clears them); bits 31:16 the address of the
@@ -167,6 +167,7 @@ class DoorbellRegisterFile(wiring.Component):
             "launch_hold": Out(16),
             "cp_switch": Out(16),
             "graph_start": Out(16),
+            "cond_start": Out(16),
             "status": Out(32),
         })
 
@@ -214,7 +215,7 @@ class DoorbellRegisterFile(wiring.Component):
                   GlobalReg.CTX_SAVE: self.ctx_save, GlobalReg.CTX_LOAD: self.ctx_load,
                   GlobalReg.CH_TIMESLICE: self.ch_timeslice,
                   GlobalReg.LAUNCH_HOLD: self.launch_hold, GlobalReg.CP_SWITCH: self.cp_switch,
-                  GlobalReg.GRAPH_START: self.graph_start}
+                  GlobalReg.GRAPH_START: self.graph_start, GlobalReg.COND_START: self.cond_start}
         config_regs = {reg: Signal(len(port), name=reg.name.lower())
                        for reg, port in config.items()}
         for reg, port in config.items():

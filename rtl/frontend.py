@@ -314,7 +314,8 @@ class FrontEnd(wiring.Component):
             pb.ch_timeslice.eq(db.ch_timeslice), pb.now.eq(self.now),
             cp.launch_hold.eq(db.launch_hold), cp.ch_timeslice.eq(db.ch_timeslice),
             cp.cp_switch.eq(db.cp_switch),
-            gw.graph_start.eq(db.graph_start), gw.now.eq(self.now),
+            gw.graph_start.eq(db.graph_start), gw.cond_start.eq(db.cond_start),
+            gw.now.eq(self.now),
             cp.now.eq(self.now),
         ]
         wake = Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)

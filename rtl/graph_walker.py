@@ -14,7 +14,7 @@ from .layouts import (GraphNode, GraphEdge, GraphNodeKind, GRAPH_NODE_DWORDS, CO
                       graph_launch_layout)
 from .fetcher import fault_layout
 
-__all__ = ["GraphWalker", "WalkerState", "CompletionState", "node_entry_layout",
+__all__ = ["GraphWalker", "WalkerState", "CompletionState", "CondState", "node_entry_layout",
            "edge_entry_layout"]
 
 
@@ -26,6 +26,16 @@ class WalkerState(enum.Enum, shape=3):
     ROOTS = 3
     RUN = 4
     DONE = 5
+
+
+class CondState(enum.Enum, shape=3):
+    """State of the conditional node being run: none, waiting for an iteration's set-up,
+    queueing its body's roots, its body running, its completion to report."""
+    IDLE = 0
+    WAIT = 1
+    SCAN = 2
+    RUN = 3
+    FINISH = 4
 
 
 class CompletionState(enum.Enum, shape=3):
@@ -42,7 +52,7 @@ def node_entry_layout(cfg):
     its padding; the successor index narrowed to ``cfg.edge_bits``)."""
     return data.StructLayout({"kind": GraphNodeKind, "pred_count": 14, "succ_count": 16,
                               "succ_first": cfg.edge_bits, "descriptor": 32,
-                              "programmatic": 1})
+                              "programmatic": 1, "body": 1, "iterations": 24})
 
 
 def edge_entry_layout(cfg):
@@ -68,6 +78,13 @@ class GraphWalker(wiring.Component):
       goes through the same walk once the engine has taken it, resolving only those edges
       (its completion resolves only the others): the compute work distributor holds such a
       successor until its predecessor triggers. Completions go first.
+    - conditional nodes: a ready conditional node is not dispatched; the walker runs its body
+      (the table's nodes marked ``body``) ``iterations`` times: each iteration waits
+      ``cond_start`` ns (a deadline on ``now``), then queues the body's roots (one node read a
+      cycle) and walks the body with an epoch of its own; once every body node has completed,
+      the next iteration begins, or the conditional node completes (its successors walked as
+      any node's). One conditional node runs at a time (the driver refuses a graph with more
+      than one, or a body that holds one).
 
     When every node has completed the walker reports the launch's own completion (channel,
     seq), which releases whatever the channel posted behind the graph. Graph launches queue
@@ -115,6 +132,8 @@ class GraphWalker(wiring.Component):
         Valid for one cycle: the launch's channel, cause ``GRAPH``. ``ready`` is not looked at.
     graph_start : In(16)
         ns from taking a launch to its first node's dispatch.
+    cond_start : In(16)
+        ns from a conditional node's iteration's start to its body's roots queued.
     now : In(64)
         The current time in ns (``graph_start`` is a deadline on it).
     wake_at : Out(64)
@@ -143,6 +162,7 @@ class GraphWalker(wiring.Component):
             "graph_done": Out(stream.Signature(completion_layout(cfg))),
             "fault": Out(stream.Signature(fault_layout(cfg))),
             "graph_start": In(16),
+            "cond_start": In(16),
             "now": In(64),
             "wake_at": Out(64),
             "state": Out(WalkerState),
@@ -173,6 +193,7 @@ class GraphWalker(wiring.Component):
         node_wp, edge_wp, root_wp, pend_wp = (nodes.write_port(), edges.write_port(),
                                               roots.write_port(), pending.write_port())
         node_dispatch = nodes.read_port()        # dispatch: the popped node
+        node_scan = nodes.read_port()            # a conditional node's body: its roots
         node_succ = nodes.read_port()            # completion: the completed node
         node_pred = nodes.read_port()            # completion: a successor's predecessor count
         edge_rp = edges.read_port()
@@ -197,6 +218,7 @@ class GraphWalker(wiring.Component):
         n_edges = Signal(eb + 1)
         edges_over = Signal()           # a node loaded so far has successors past the memory
         done_count = Signal(nb + 1)
+        n_body = Signal(nb + 1)         # the loaded table's body nodes (not the launch's own)
         inflight = Signal(range(cfg.graph_inflight_max + 1))
 
         # -- table load: one DMA read in flight, bursts of dma_burst dwords --
@@ -235,6 +257,8 @@ class GraphWalker(wiring.Component):
             node_wp.data.succ_first.eq(assembled.succ_first),
             node_wp.data.descriptor.eq(assembled.descriptor),
             node_wp.data.programmatic.eq(assembled.programmatic),
+            node_wp.data.body.eq(assembled.body),
+            node_wp.data.iterations.eq(assembled.iterations),
             root_wp.addr.eq(n_roots), root_wp.data.eq(load_index),
             edge_wp.addr.eq(load_index), edge_wp.data.node.eq(loaded_edge.node),
             edge_wp.data.programmatic.eq(loaded_edge.programmatic),
@@ -244,8 +268,12 @@ class GraphWalker(wiring.Component):
         # -- dispatch: from the launch's start deadline on --
         start_at = Signal(64, name="graph_start_at")
         starting = Signal()
+        cstate_c = Signal(CondState)    # the conditional node's state
+        cond_at = Signal(64)            # its iteration's set-up deadline
+        cond_waiting = (cstate_c == CondState.WAIT) & (self.now < cond_at)
         m.d.comb += [starting.eq((state != WalkerState.IDLE) & (self.now < start_at)),
-                     self.wake_at.eq(Mux(starting, start_at, (1 << 64) - 1))]
+                     self.wake_at.eq(Mux(starting, start_at,
+                                         Mux(cond_waiting, cond_at, (1 << 64) - 1)))]
         d_busy = Signal()            # a node entry is being read
         cr, yr = self.compute, self.copy
         with m.If(cr.valid & cr.ready):
@@ -263,10 +291,21 @@ class GraphWalker(wiring.Component):
         m.d.comb += [node_dispatch.addr.eq(ready.r_data), ready.r_en.eq(can_pop)]
         with m.If(can_pop):
             m.d.sync += [d_busy.eq(1), d_node.eq(ready.r_data)]
+        cond_node = Signal(nb)
+        cond_first = Signal(nb)
+        cond_count = Signal(nb + 1)
+        cond_left = Signal(24)
         with m.If(d_busy):
             e = node_dispatch.data
             m.d.sync += d_busy.eq(0)
-            with m.If(e.kind == GraphNodeKind.COPY):
+            with m.If(e.kind == GraphNodeKind.CONDITIONAL):
+                # not dispatched: its body runs here, iterations times
+                m.d.sync += [cond_node.eq(d_node), cond_first.eq(e.descriptor[:16]),
+                             cond_count.eq(e.descriptor[16:]), cond_left.eq(e.iterations),
+                             cond_at.eq(self.now + self.cond_start),
+                             cstate_c.eq(Mux((e.iterations == 0) | (e.descriptor[16:] == 0),
+                                             CondState.FINISH, CondState.WAIT))]
+            with m.Elif(e.kind == GraphNodeKind.COPY):
                 m.d.sync += [yr.valid.eq(1), yr.payload.channel.eq(cur.channel),
                              yr.payload.seq.eq(cur.seq), yr.payload.node.eq(d_node),
                              yr.payload.graph.eq(1), yr.payload.src.eq(e.descriptor << 8),
@@ -284,24 +323,36 @@ class GraphWalker(wiring.Component):
         succ = Signal(nb)
         c_prog = Signal()            # walking a dispatch's programmatic edges, not a completion
         e_prog = Signal()            # the edge being walked is programmatic
-        idle_run = (cstate == CompletionState.IDLE) & (state == WalkerState.RUN)
+        body_epoch = Signal(8)       # the conditional node's body: its iteration's epoch
+        body_done = Signal(nb + 1)   # and its nodes completed in this iteration
+        # (no new walk while a conditional node's body roots are being queued: they share the
+        # ready queue's write port)
+        idle_run = ((cstate == CompletionState.IDLE) & (state == WalkerState.RUN)
+                    & (cstate_c != CondState.SCAN))
         popping_done = idle_run & done.r_rdy
-        popping_launched = idle_run & ~done.r_rdy & launched.r_rdy
+        taking_cond = idle_run & ~done.r_rdy & (cstate_c == CondState.FINISH)
+        popping_launched = idle_run & ~done.r_rdy & (cstate_c != CondState.FINISH) & launched.r_rdy
         m.d.comb += [done.r_en.eq(popping_done), launched.r_en.eq(popping_launched),
-                     node_succ.addr.eq(Mux(popping_done, done.r_data, launched.r_data)),
+                     node_succ.addr.eq(Mux(popping_done, done.r_data,
+                                           Mux(taking_cond, cond_node, launched.r_data))),
                      edge_rp.addr.eq(c_first), pend_rp.addr.eq(edge_rp.data.node),
                      node_pred.addr.eq(edge_rp.data.node)]
         m.d.sync += inflight.eq(inflight + taken - popping_done)
         with m.Switch(cstate):
             with m.Case(CompletionState.IDLE):
-                with m.If(popping_done):
-                    m.d.sync += [cstate.eq(CompletionState.NODE), done_count.eq(done_count + 1),
-                                 c_prog.eq(0)]
+                with m.If(popping_done | taking_cond):
+                    m.d.sync += [cstate.eq(CompletionState.NODE), c_prog.eq(0)]
+                with m.If(taking_cond):
+                    m.d.sync += cstate_c.eq(CondState.IDLE)
                 with m.If(popping_launched):
                     m.d.sync += [cstate.eq(CompletionState.NODE), c_prog.eq(1)]
             with m.Case(CompletionState.NODE):
                 m.d.sync += [c_first.eq(node_succ.data.succ_first),
                              c_left.eq(node_succ.data.succ_count)]
+                with m.If(~c_prog & node_succ.data.body):
+                    m.d.sync += body_done.eq(body_done + 1)
+                with m.Elif(~c_prog):
+                    m.d.sync += done_count.eq(done_count + 1)
                 with m.If(node_succ.data.succ_count == 0):
                     m.d.sync += cstate.eq(CompletionState.IDLE)
                 with m.Else():
@@ -314,11 +365,13 @@ class GraphWalker(wiring.Component):
                              cstate.eq(CompletionState.UPDATE)]
             with m.Case(CompletionState.UPDATE):
                 p = pend_rp.data
-                count = Mux(p.epoch == epoch, p.count, node_pred.data.pred_count)
+                # a body node's count belongs to its conditional node's iteration
+                ep = Mux(node_pred.data.body, body_epoch, epoch)
+                count = Mux(p.epoch == ep, p.count, node_pred.data.pred_count)
                 # a completion resolves the ordinary edges, a dispatch the programmatic ones
                 with m.If(e_prog == c_prog):
                     m.d.comb += [pend_wp.addr.eq(succ), pend_wp.en.eq(1),
-                                 pend_wp.data.count.eq(count - 1), pend_wp.data.epoch.eq(epoch)]
+                                 pend_wp.data.count.eq(count - 1), pend_wp.data.epoch.eq(ep)]
                     with m.If(count == 1):
                         m.d.comb += [ready.w_en.eq(1), ready.w_data.eq(succ)]
                 m.d.sync += [c_first.eq(c_first + 1), c_left.eq(c_left - 1)]
@@ -329,6 +382,31 @@ class GraphWalker(wiring.Component):
         # the pending-count read must address the successor during EDGE -> UPDATE: hold it
         with m.If(cstate == CompletionState.UPDATE):
             m.d.comb += [pend_rp.addr.eq(succ), node_pred.addr.eq(succ)]
+
+        # -- a conditional node: its body's iterations --
+        scan_index = Signal(nb + 1)
+        scan_valid = Signal()
+        m.d.comb += node_scan.addr.eq(cond_first + scan_index)
+        with m.Switch(cstate_c):
+            with m.Case(CondState.WAIT):
+                with m.If((self.now >= cond_at) & (cstate == CompletionState.IDLE)):
+                    m.d.sync += [cstate_c.eq(CondState.SCAN), scan_index.eq(0),
+                                 scan_valid.eq(0), body_epoch.eq(body_epoch + 1),
+                                 body_done.eq(0)]
+            with m.Case(CondState.SCAN):
+                # node_scan reads scan_index; its data is valid the next cycle
+                m.d.sync += [scan_valid.eq(1), scan_index.eq(scan_index + 1)]
+                with m.If(scan_valid & (node_scan.data.pred_count == 0)):
+                    m.d.comb += [ready.w_en.eq(1), ready.w_data.eq(cond_first + scan_index - 1)]
+                with m.If(scan_index == cond_count):
+                    m.d.sync += cstate_c.eq(CondState.RUN)
+            with m.Case(CondState.RUN):
+                with m.If((body_done == cond_count) & (cstate == CompletionState.IDLE)):
+                    with m.If(cond_left > 1):
+                        m.d.sync += [cond_left.eq(cond_left - 1), cstate_c.eq(CondState.WAIT),
+                                     cond_at.eq(self.now + self.cond_start)]
+                    with m.Else():
+                        m.d.sync += cstate_c.eq(CondState.FINISH)
 
         # -- the walker's own FSM --
         gd = self.graph_done
@@ -342,7 +420,8 @@ class GraphWalker(wiring.Component):
                 with m.If(queue.r_rdy & ~gd.valid):
                     m.d.comb += queue.r_en.eq(1)
                     m.d.sync += [cur.eq(head), done_count.eq(0), epoch.eq(epoch + 1),
-                                 start_at.eq(self.now + self.graph_start)]
+                                 start_at.eq(self.now + self.graph_start),
+                                 cstate_c.eq(CondState.IDLE)]
                     with m.If((head.nodes > cfg.graph_nodes_max) | (head.nodes == 0)):
                         m.d.sync += state.eq(WalkerState.DONE)
                         m.d.comb += [self.fault.valid.eq(head.nodes != 0),
@@ -357,16 +436,19 @@ class GraphWalker(wiring.Component):
                                      fetch_addr.eq(head.table),
                                      fetch_left.eq(head.nodes * GRAPH_NODE_DWORDS),
                                      load_index.eq(0), word.eq(0), n_roots.eq(0),
-                                     n_edges.eq(0), node_words.eq(0), edges_over.eq(0)]
+                                     n_edges.eq(0), node_words.eq(0), edges_over.eq(0),
+                                     n_body.eq(0)]
             with m.Case(WalkerState.LOAD_NODES):
                 with m.If(rsp.valid):
                     with m.If(rsp.payload.error):
                         fault(ErrorCause.GRAPH)
                     with m.Elif(word == GRAPH_NODE_DWORDS - 1):
                         m.d.comb += node_wp.en.eq(1)
-                        with m.If(assembled.pred_count == 0):
+                        with m.If((assembled.pred_count == 0) & ~assembled.body):
                             m.d.comb += root_wp.en.eq(1)
                             m.d.sync += n_roots.eq(n_roots + 1)
+                        with m.If(assembled.body):
+                            m.d.sync += n_body.eq(n_body + 1)
                         with m.If(succ_end > n_edges):
                             m.d.sync += n_edges.eq(succ_end)
                         # any node's successors past the edge memory: the graph is too large
@@ -412,7 +494,7 @@ class GraphWalker(wiring.Component):
                 with m.If(root_index == n_roots):
                     m.d.sync += state.eq(WalkerState.RUN)
             with m.Case(WalkerState.RUN):
-                with m.If((done_count == cur.nodes) & (cstate == CompletionState.IDLE)):
+                with m.If((done_count == cur.nodes - n_body) & (cstate == CompletionState.IDLE)):
                     m.d.sync += state.eq(WalkerState.DONE)
             with m.Case(WalkerState.DONE):
                 m.d.sync += [gd.valid.eq(1), gd.payload.channel.eq(cur.channel),
@@ -424,7 +506,9 @@ class GraphWalker(wiring.Component):
             ((state == WalkerState.IDLE) & (queue.level == 0) & ~gd.valid)
             | ((state == WalkerState.RUN) & ((ready.level == 0) | starting) & (done.level == 0)
                & (launched.level == 0)
+               & ((cstate_c == CondState.IDLE) | cond_waiting
+                  | ((cstate_c == CondState.RUN) & (body_done != cond_count)))
                & ~d_busy & ~offered & (cstate == CompletionState.IDLE)
-               & (done_count != cur.nodes))
+               & (done_count != cur.nodes - n_body))
             | (loading & in_flight_read & ~req.valid & ~rsp.valid))
         return m

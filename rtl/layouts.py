@@ -303,20 +303,29 @@ class GraphNodeKind(enum.Enum, shape=2):
     """model: what a graph node runs, and so what its descriptor is."""
     KERNEL = 0             # descriptor: a LaunchDescriptor
     COPY = 1               # descriptor: a CopyDescriptor
+    CONDITIONAL = 2        # a conditional node: no descriptor, its body's nodes in the table
 
 
 class GraphNode(data.Struct):
     """model: one node of an instantiated graph's table in device-visible memory (16 bytes).
     The table holds ``nodes`` of these, then the edges (:class:`GraphEdge`, one dword each);
     node i's successors are edges[succ_first : succ_first + succ_count]. ``programmatic``: some
-    of them are programmatic edges (the walker resolves those as it dispatches the node)."""
+    of them are programmatic edges (the walker resolves those as it dispatches the node).
+
+    Conditional nodes (CUDA 12.4's WHILE and IF): the body's nodes follow the graph's own in
+    the table, each with ``body`` set and its edges among the body's nodes; the conditional
+    node's ``descriptor`` holds the body's first node (bits 15:0) and node count (31:16), and
+    ``iterations`` how many times the body runs each launch (the device-side condition's
+    outcome, which the model does not compute)."""
     kind: GraphNodeKind
     pred_count: 14
     succ_count: 16
     succ_first: 32
-    descriptor: 32         # byte address >> 8
+    descriptor: 32         # byte address >> 8 (a conditional node: its body, see above)
     programmatic: 1
-    _r: 31
+    body: 1                # a node of a conditional node's body
+    iterations: 24         # a conditional node: its body's runs per launch
+    _r: 6
 
 
 class GraphEdge(data.Struct):
@@ -487,6 +496,8 @@ class GlobalReg(enum.Enum, shape=4):
                            # (its work on the engines is preempted and its state saved)
     CP_SWITCH = 12         # ns the CP takes to move to another channel's methods
     GRAPH_START = 13       # ns from a graph launch to its first node's dispatch (its set-up)
+    COND_START = 14        # ns from a conditional node's iteration's start to its body's roots
+                           # queued (the condition read, the body's launch on the device)
 
 
 STATUS_BAD_CHANNEL = 1 << 0

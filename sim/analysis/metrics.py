@@ -98,6 +98,11 @@ SCENARIO_METRICS = {
                         "over threads and repetitions)",
     "threads_launches_per_us": "threads: all threads' launches / (last loop end - first "
                                "loop start) in a repetition; median over repetitions",
+    "cond_iteration_us": "cond: the control kernel's period, one iteration of the body "
+                         "(its stamps; the model: its starts), median over iterations and "
+                         "repetitions",
+    "cond_wall_per_iter_us": "cond: a repetition's launch and synchronisation / its "
+                             "iterations (runs without a gate)",
     "pdl_exit_period_us": "pdl: exit of chain kernel i+1 - exit of kernel i (block 0's "
                           "stamps; the model: its last block's code end, the record's "
                           "``exit``), pooled over repetitions",
@@ -818,5 +823,34 @@ def _threads(records):
     return {"thread_launch_us": _us(_median(per)), "threads_launches_per_us": _median(agg)}
 
 
+#: cond: the body's control kernels (WHILE node, host launches)
+COND_CONTROL = ("k_cond_dec", "k_dec")
+
+
+def _cond(records):
+    """The body's period: the trace's cond_rep records (the control kernel's %globaltimer
+    stamps, the repetition's wall time), or the model's control kernels' starts and
+    repetition marks; a run with a gate has no wall figure (the gate is in it)."""
+    periods, walls = [], []
+    reps = [r for r in records if r["kind"] == "meta" and r["what"] == "cond_rep"]
+    if reps:
+        gated = int((records[0].get("params") or {}).get("gate", 0)) > 0
+        for r in reps:
+            st = r["stamps"]
+            periods += [b - a for a, b in zip(st, st[1:])]
+            if not gated and r["iters"]:
+                walls.append(r["wall_ns"] / r["iters"])
+    else:
+        windows = repetitions(records).get(None, [])
+        ks = sorted((r for r in records if r["kind"] == "kernel"), key=lambda r: r["start"])
+        for a, e in windows:
+            mine = [k for k in ks if a <= k["start"] <= e]
+            ctl = [k["start"] for k in mine if k["name"] in COND_CONTROL]
+            periods += [y - x for x, y in zip(ctl, ctl[1:])]
+            if ctl and not any(GATE in k["name"] for k in mine):
+                walls.append((e - a) / len(ctl))
+    return {"cond_iteration_us": _us(_median(periods)), "cond_wall_per_iter_us": _us(_median(walls))}
+
+
 _SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl,
-                     "threads": _threads}
+                     "threads": _threads, "cond": _cond}

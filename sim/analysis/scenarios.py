@@ -371,12 +371,54 @@ def _threads(p, sms):
     return threads
 
 
+def _cond(p, sms):
+    """fe_trace2 cond: a body of b empty kernels and a control kernel (k_cond_dec, which
+    decrements a counter and sets the condition) run m times: host = 0, by a WHILE
+    conditional node after k_set (which sets the counter), one graph launch; host = 1, as
+    a graph of its own (control kernel k_dec) launched m times after a k_set launch. Each
+    repetition (behind a gate kernel when gate > 0) is launched and synchronised, then the
+    counter, the iteration count and the control kernel's stamps are copied back (three
+    cudaMemcpy); the cudaMemset of the stamps before it has no op (a device synchronize
+    follows it)."""
+    b, m, host = _arg(p, "b", 1), _arg(p, "m", 10), _arg(p, "host", 0)
+    reps, gate = _arg(p, "reps", 3), _arg(p, "gate", 0)
+
+    def kernel(name):
+        return {"op": "launch_kernel", "stream": "s", "kernel": name, "grid": [1, 1, 1],
+                "block": [32, 1, 1]}
+
+    def capture(graph, ops):
+        return ([{"op": "stream_begin_capture", "stream": "s"}] + ops
+                + [{"op": "stream_end_capture", "stream": "s", "graph": graph}])
+
+    glaunch = {"op": "graph_launch", "graph": "g", "stream": "s"}
+    prog = [{"op": "stream_create", "name": "s"}]
+    if host:
+        prog += capture("g", [kernel("k_empty")] * b + [kernel("k_dec")])
+        one = [kernel("k_set"), _repeat(m, [glaunch])]
+    else:
+        prog += capture("body", [kernel("k_empty")] * b + [kernel("k_cond_dec")])
+        prog += capture("g", [kernel("k_set")])
+        prog += [{"op": "graph_add_conditional", "graph": "g", "kind": "while",
+                  "body": "body", "iterations": m}]
+        one = [glaunch]
+    prog += [{"op": "graph_instantiate", "graph": "g"}] + one
+    prog += [{"op": "stream_synchronize", "stream": "s"}]
+    copies = [{"op": "memcpy_async", "stream": "s", "kind": "d2h", "bytes": n}
+              for n in (4, 4, (m + 8) * 8)]
+    rep = ([{"op": "device_synchronize"}, _mark("rep_begin")]
+           + ([_gate("s", gate)] if gate else []) + one
+           + [_mark("issued"), {"op": "stream_synchronize", "stream": "s"}, _mark("rep_end")]
+           + [x for c in copies for x in (c, {"op": "stream_synchronize", "stream": "s"})])
+    return prog + [_repeat(reps, rep)]
+
+
 PROGRAMS = {"chain": _chain, "hyperq": _hyperq, "events": _events, "xstream": _xstream,
             "priority": _priority, "copy": _copy, "sync": _sync, "grid": _grid,
             "actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl,
-            "threads": _threads}
+            "threads": _threads, "cond": _cond}
 #: programs of fe_trace2.cu (the second set), the others are fe_trace.cu's
-FE_TRACE2 = {"actgap", "procs", "gupdate", "pdl", "threads"}
+FE_TRACE2 = {"actgap", "procs", "gupdate", "pdl", "threads", "cond"}
 #: programs whose workload is several host threads (``threads``), not one program
 THREADED = {"threads"}
 
@@ -445,7 +487,9 @@ PDL_MODES = ((0, 0), (1, 0), (1, 1))
 #: kernels (small), 3 x 20 ms (long), 2000 empty kernels (empty, P = 2 only: alone it is
 #: chain_stream's launch-bound loop). The full-grid variants (full, half) are left out:
 #: their kernels over-run their spin time at full occupancy, which is the SMs', not the
-#: front end's. threads: every T, own streams and a shared one, without CUPTI (the
+#: front end's. cond: the WHILE node and the host's launches of its body graph, 100 and
+#: 1000 iterations, without CUPTI (and the host launches behind a gate: queued), and the
+#: 100-iteration runs with it. threads: every T, own streams and a shared one, without CUPTI (the
 #: CUPTI runs, 0.2-1.8 MB each, are left out: their host-side figures are in FIGURES.md).
 #: pdl: the in-kernel stamp runs, every mode, stream (behind a gate) and graph,
 #: without CUPTI, and with it for no PDL and PDL with an early trigger at ns = 2000
@@ -459,7 +503,10 @@ FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                     + [f"pdl_stamp_p{p}_t{t}_ns2000_g{g}" for p, t in ((0, 0), (1, 1))
                        for g in (0, 1)]
                     + [f"nocupti_threads_T{t}_sh{sh}" for t in (1, 2, 4, 8) for sh in (0, 1)
-                       if t > 1 or not sh])
+                       if t > 1 or not sh]
+                    + [f"{p}cond{h}_b1_m{m}{g}" for p in ("", "nocupti_") for h in ("", "host")
+                       for m in (100, 1000) for g in ("", "_gate")
+                       if not (g and not h) and (p or m == 100)])
 
 
 def bundle_fe_trace2(src, device="h200", names=FE_TRACE2_BUNDLE):

@@ -213,6 +213,7 @@ def _check_record(r, where):
 #: fe_trace2's in-kernel timer records that the metrics read: field -> what it must be
 _STAMPS = {"act_stamps": {"rep": "int", "stamps": "ints"},
            "pdl_stamps": {"rep": "int", "in_wait_out": "ints"},
+           "cond_rep": {"rep": "int", "wall_ns": "int", "iters": "int", "stamps": "ints"},
            "thread_loop": {"rep": "int", "thread": "int", "loop_start": "int",
                            "loop_end": "int"},
            "kspan": {"rep": "int", "i": "int", "gt_start": "int", "gt_end": "int",

@@ -37,7 +37,8 @@ PROGRAM_METRICS = {"sync": ("sync_return_us",),
                              "switch_gap_us", "kernel_span_us", "makespan_us"),
                    "gupdate": tuple(m for m, *_ in GUPDATE_INTERVALS),
                    "pdl": ("pdl_exit_period_us", "pdl_dep_latency_us", "pdl_resident_wait_us"),
-                   "threads": ("thread_launch_us", "threads_launches_per_us")}
+                   "threads": ("thread_launch_us", "threads_launches_per_us"),
+                   "cond": ("cond_iteration_us", "cond_wall_per_iter_us")}
 
 
 def profiler_of(name):

@@ -167,16 +167,27 @@ def copy_descriptor(src, dst, length, kind, *, correlation_id=0, stream_id=0, gr
                          graph_launches=graph_launches >> 8), COPY_DESCRIPTOR_DWORDS)
 
 
+_NODE_KINDS = {"kernel": GraphNodeKind.KERNEL, "copy": GraphNodeKind.COPY,
+               "conditional": GraphNodeKind.CONDITIONAL}
+
+
 def encode_graph_node(kind, pred_count, succ_count, succ_first, descriptor,
-                      programmatic=False):
+                      programmatic=False, *, body=False, iterations=0):
     """One GraphNode record (4 dwords) of an instantiated graph's table (``programmatic``:
-    some of its successors are programmatic edges)."""
-    if descriptor % DESCRIPTOR_ALIGN:
-        raise ValueError(f"node descriptor {descriptor:#x} is not {DESCRIPTOR_ALIGN}-byte "
-                         f"aligned")
-    value = _pack(GraphNode, kind=GraphNodeKind.KERNEL if kind == "kernel" else GraphNodeKind.COPY,
-                  pred_count=pred_count, succ_count=succ_count, succ_first=succ_first,
-                  descriptor=descriptor >> 8, programmatic=int(programmatic))
+    some of its successors are programmatic edges; ``body``: a node of a conditional node's
+    body). A conditional node's ``descriptor`` is its body, (first node, node count), and
+    ``iterations`` its runs per launch."""
+    if kind == "conditional":
+        first, count = descriptor
+        word = first | count << 16
+    else:
+        if descriptor % DESCRIPTOR_ALIGN:
+            raise ValueError(f"node descriptor {descriptor:#x} is not {DESCRIPTOR_ALIGN}-byte "
+                             f"aligned")
+        word = descriptor >> 8
+    value = _pack(GraphNode, kind=_NODE_KINDS[kind], pred_count=pred_count,
+                  succ_count=succ_count, succ_first=succ_first, descriptor=word,
+                  programmatic=int(programmatic), body=int(body), iterations=iterations)
     return _dwords(value, GRAPH_NODE_DWORDS)
 
 

@@ -19,7 +19,7 @@
   streams: it acquires the release that follows the previous one.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpufe.rtl.layouts import Method, DESCRIPTOR_ALIGN, HOST_COPY_BUFFER
 from gpufe.sim.host.encode import (launch_descriptor, copy_descriptor, encode_graph_node,
@@ -42,6 +42,10 @@ class GraphNodeSpec:
     prog: frozenset = frozenset()
     trigger_ns: float = None
     prologue_ns: float = 0
+    # a conditional node ("conditional"): WHILE or IF, its body's nodes, its runs per launch
+    cond_kind: str = ""
+    body: list = None
+    iterations: int = 0
 
 
 @dataclass
@@ -85,7 +89,9 @@ class GraphExec:
     # executable graph behind its previous launch, whatever the streams
     last_launch: tuple = None
     nodes: list = field(default_factory=list)        # GraphNodeSpec: the parameters it holds
-    descriptors: list = field(default_factory=list)  # each node's descriptor address
+    # each node's descriptor address, the graph's own nodes then its conditional node's body
+    # (None for the conditional node)
+    descriptors: list = field(default_factory=list)
     uploaded: bool = False          # launched once (its first launch uploads it)
     changed: set = field(default_factory=set)        # nodes updated since the last launch
 
@@ -105,8 +111,39 @@ def successors(nodes):
     return succs
 
 
+def table_nodes(nodes):
+    """The nodes of a graph's table: its own, then each conditional node's body (deps
+    shifted to their places, marked ``body``); [(spec, body?)], and for each conditional
+    node its body's (first, count)."""
+    flat = [(n, False) for n in nodes]
+    bodies = {}
+    for i, n in enumerate(nodes):
+        if n.kind == "conditional":
+            first = len(flat)
+            flat += [(replace(b, deps=frozenset(d + first for d in b.deps),
+                              prog=frozenset(d + first for d in b.prog)), True)
+                     for b in n.body]
+            bodies[i] = (first, len(n.body))
+    return flat, bodies
+
+
+def dispatches_per_launch(nodes):
+    """The kernels and copies the engines take each launch: the graph's own, and each
+    conditional node's body as many times as it runs."""
+    out = 0
+    for n in nodes:
+        if n.kind == "conditional":
+            out += n.iterations * dispatches_per_launch(n.body)
+        else:
+            out += 1
+    return out
+
+
 def _write_descriptor(umd, node, graph_id, queue, kernel_id):
-    """A node's descriptor, written at a new address: that address."""
+    """A node's descriptor, written at a new address: that address (None for a conditional
+    node)."""
+    if node.kind == "conditional":
+        return None
     mem = umd.sim.mem
     d = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
     if node.kind == "kernel":
@@ -124,18 +161,22 @@ def _write_descriptor(umd, node, graph_id, queue, kernel_id):
 
 
 def _write_table(mem, nodes, descriptors):
-    """The node table the graph walker loads (GraphNode records, then the edges): its
-    address."""
-    succs = successors(nodes)
+    """The node table the graph walker loads (GraphNode records, then the edges; each
+    conditional node's body after the graph's own nodes): its address."""
+    flat, bodies = table_nodes(nodes)
+    specs = [n for n, _ in flat]
+    succs = successors(specs)
     n_edges = sum(len(x) for x in succs)
-    table = mem.alloc(16 * len(nodes) + 4 * n_edges, align=DESCRIPTOR_ALIGN)
+    table = mem.alloc(16 * len(specs) + 4 * n_edges, align=DESCRIPTOR_ALIGN)
     first = 0
     words = []
-    for i, node in enumerate(nodes):
-        programmatic = any(i in nodes[j].prog for j in succs[i])
+    for i, (node, body) in enumerate(flat):
+        programmatic = any(i in specs[j].prog for j in succs[i])
         words += encode_graph_node(node.kind, len(node.deps), len(succs[i]), first,
-                                   descriptors[i], programmatic)
+                                   bodies.get(i, descriptors[i]), programmatic, body=body,
+                                   iterations=node.iterations)
         first += len(succs[i])
+    nodes = specs
     words += [encode_graph_edge(j, i in nodes[j].prog) for i, x in enumerate(succs) for j in x]
     mem.write_dwords(table, words)
     return table
@@ -148,9 +189,9 @@ def instantiate(umd, graph, graph_id, kernel_id):
     queue = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
     empty = umd.take_descriptor()
     mem.write_dwords(empty, graph_launch_record(0, 0, 0))
-    mem.write_dwords(queue, graph_launch_queue(empty, len(graph.nodes)))
+    mem.write_dwords(queue, graph_launch_queue(empty, dispatches_per_launch(graph.nodes)))
     descriptors = [_write_descriptor(umd, node, graph_id, queue, kernel_id)
-                   for node in graph.nodes]
+                   for node, _ in table_nodes(graph.nodes)[0]]
     table = _write_table(mem, graph.nodes, descriptors)
     return GraphExec(graph_id, table, queue, tail=empty, nodes=list(graph.nodes),
                      descriptors=descriptors)
@@ -168,6 +209,12 @@ def same_topology(a, b):
             return f"node {i} depends on nodes {sorted(y.deps)}, not {sorted(x.deps)}"
         if x.prog != y.prog:
             return f"node {i}'s programmatic edges differ"
+        if x.kind == "conditional":
+            if (x.cond_kind, x.iterations) != (y.cond_kind, y.iterations):
+                return f"node {i} is another conditional node"
+            inner = same_topology(x.body, y.body)
+            if inner is not None:
+                return f"node {i}'s body: {inner}"
     return None
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from gpufe.rtl.layouts import COPY_KINDS, HOST_COPY_BUFFER
 from gpufe.sim.host.encode import PushBuffer, launch_descriptor, copy_descriptor
 from gpufe.sim.host.graphs import (GraphNodeSpec, Capture, Graph, instantiate, push_launch,
-                                   queue_launch, apply_changes, same_topology)
+                                   queue_launch, apply_changes, same_topology, table_nodes)
 from gpufe.sim.host.kmd import Kmd
 from gpufe.sim.host.profiler import Profiler
 from gpufe.sim.host.records import (Timeline, SYNC_EVENT, SYNC_STREAM, SYNC_DEVICE,
@@ -557,13 +557,21 @@ class Runtime:
         """Write every node's descriptor, the node table (dependencies) and the launch queue
         into device-visible memory, ahead of any launch."""
         g = self._graph(graph)
-        n = len(g.nodes)
-        n_edges = sum(len(node.deps) for node in g.nodes)
+        conds = [node for node in g.nodes if node.kind == "conditional"]
+        if len(conds) > 1:
+            raise ApiError(f"graph {graph!r} has {len(conds)} conditional nodes; the model's "
+                           f"graph walker runs one (not modelled: several)")
+        if any(b.kind == "conditional" for c in conds for b in c.body):
+            raise ApiError(f"graph {graph!r}: a conditional node's body holds a conditional "
+                           f"node (not modelled: nested conditionals)")
+        flat = [node for node, _ in table_nodes(g.nodes)[0]]
+        n = len(flat)
+        n_edges = sum(len(node.deps) for node in flat)
         if n > self.cfg.graph_nodes_max or n_edges > self.cfg.graph_edges_max:
             raise ApiError(f"graph {graph!r} has {n} nodes and {n_edges} edges; the front "
                            f"end holds {self.cfg.graph_nodes_max} and "
                            f"{self.cfg.graph_edges_max}")
-        if any(len(node.deps) >= 1 << 14 for node in g.nodes):
+        if any(len(node.deps) >= 1 << 14 for node in flat):
             raise ApiError(f"graph {graph!r}: a node has more than 16383 predecessors")
         start, corr = self.now(), self.timeline.correlation_id()
         self._graph_ids += 1
@@ -576,6 +584,34 @@ class Runtime:
         else:
             yield ("cpu", self.p.instantiate_cpu_ns + self.p.instantiate_per_node_ns * n)
         self._record("graph_instantiate", start, corr)
+
+    def graph_create(self, graph):
+        """cudaGraphCreate: an empty graph, which nodes are added to."""
+        if graph in self.graphs:
+            raise ApiError(f"graph {graph!r} already exists")
+        start, corr = self.now(), self.timeline.correlation_id()
+        self.graphs[graph] = Graph(graph, [])
+        yield ("cpu", self.p.capture_call_cpu_ns)
+        self._record("graph_create", start, corr)
+
+    def graph_add_conditional(self, graph, kind, body, iterations):
+        """cudaGraphAddNode of a conditional node (``kind`` "while" or "if") after all of
+        ``graph``'s nodes, whose body is graph ``body``'s nodes, run ``iterations`` times each
+        launch (the device-side condition's outcome)."""
+        g, b = self._graph(graph), self._graph(body)
+        if b is g:
+            raise ApiError(f"graph {graph!r} cannot be its own conditional node's body")
+        if kind == "if" and iterations > 1:
+            raise ApiError(f"an IF conditional node runs its body 0 or 1 times, not "
+                           f"{iterations}")
+        start, corr = self.now(), self.timeline.correlation_id()
+        has_succ = {d for node in g.nodes for d in node.deps}
+        sinks = frozenset(i for i in range(len(g.nodes)) if i not in has_succ)
+        g.nodes = g.nodes + [GraphNodeSpec("conditional", sinks, name=f"{kind} {body}",
+                                           cond_kind=kind, body=list(b.nodes),
+                                           iterations=iterations)]
+        yield ("cpu", self.p.capture_call_cpu_ns)
+        self._record("graph_add_conditional", start, corr)
 
     def _executable(self, graph):
         g = self._graph(graph)
@@ -665,7 +701,8 @@ class Runtime:
         ch = s.channel
         pb = PushBuffer()
         order_after_stream(self.cfg, pb, s, ch)
-        push_launch(self.cfg, pb, x, len(g.nodes), s)
+        size = len(x.descriptors)            # the table: the graph's nodes and its bodies'
+        push_launch(self.cfg, pb, x, size, s)
         release_stream(self.cfg, pb, s, ch)
         x.last_launch = (s.syncpoint, s.work)
         queue_launch(self.umd, x, corr, s)
@@ -673,13 +710,13 @@ class Runtime:
         # submission: profiled, a graph's first kernel starts ~4 us after the call returns
         # whatever its size (up to 1,000 nodes); the driver's own per-node part (a few ns: the
         # executable graph is in device memory already) runs after the kickoff
-        yield ("cpu", self.p.graph_launch_cpu_ns + self.profiler.graph_node_ns() * len(g.nodes))
+        yield ("cpu", self.p.graph_launch_cpu_ns + self.profiler.graph_node_ns() * size)
         if not x.uploaded:
             # its first launch uploads the executable graph
             x.uploaded = True
-            yield ("cpu", self.p.graph_upload_per_node_ns * len(g.nodes))
+            yield ("cpu", self.p.graph_upload_per_node_ns * size)
         yield from self.umd.submit(ch, pb)
-        yield ("cpu", self.p.graph_launch_per_node_ns * len(g.nodes))
+        yield ("cpu", self.p.graph_launch_per_node_ns * size)
         self._record("graph_launch", start, corr)
 
     # -- the rest ---------------------------------------------------------------------------------

@@ -246,6 +246,25 @@ OPS = {
         "node); launching it fails until a `graph_instantiate` makes a new one, whose "
         "first launch uploads it (a CPU cost per node).",
         {"graph": Field(str, REQUIRED, "the graph; instantiated before")}),
+    "graph_create": Op(
+        "`cudaGraphCreate`: an empty graph, which `graph_add_conditional` adds nodes to.",
+        {"graph": Field(str, REQUIRED, "the graph's name; unique among graphs (captured ones "
+                                       "too)")}),
+    "graph_add_conditional": Op(
+        "`cudaGraphAddNode` of a conditional node (CUDA 12.4): appended to `graph` after all "
+        "its current nodes, it runs graph `body`'s nodes `iterations` times each time the "
+        "graph runs, each iteration started on the device (`cond_iteration_ns`). The model "
+        "does not compute the device-side condition: `iterations` is its outcome.",
+        {"graph": Field(str, REQUIRED, "the graph it is added to (captured, or made by "
+                                       "`graph_create`)"),
+         "kind": Field(str, REQUIRED, "`while` (the body runs while the condition holds) or "
+                                      "`if` (once or not at all)", choices=("while", "if")),
+         "body": Field(str, REQUIRED, "the graph whose nodes are the body (captured before; "
+                                      "its kernels and copies, no conditional node)"),
+         "iterations": Field(_INT, REQUIRED, "how many times the body runs each time the "
+                                             "graph runs; `if`: 0 or 1", 0, 1_000_000,
+                             "10^6")},
+        ("at most one conditional node in a graph (the model's graph walker runs one)",)),
 }
 
 #: the fields of the file's top level
@@ -467,7 +486,8 @@ def _check_value(kind, name, v, here):
 
 
 #: ops that create a name: inside a repeat that runs them twice, the second fails
-_CREATES = {"stream_create": "stream", "event_create": "event", "stream_end_capture": "graph"}
+_CREATES = {"stream_create": "stream", "event_create": "event", "stream_end_capture": "graph",
+            "graph_create": "graph"}
 
 
 def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
@@ -509,22 +529,23 @@ def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
         if kind in _CREATES and mult > 1:
             raise WorkloadError(f"{here}: {kind} inside a repeat that runs it {_fmt(mult)} "
                                 f"times would make {_CREATES[kind]} "
-                                f"{show(out['name' if kind != 'stream_end_capture' else 'graph'])}"
+                                f"{show(out['graph' if _CREATES[kind] == 'graph' else 'name'])}"
                                 f" again")
         if kind in ("stream_create", "event_create"):
             table = names["stream" if kind == "stream_create" else "event"]
             if out["name"] in table:
                 raise WorkloadError(f"{here}: {kind} {out['name']!r} already exists")
             table.add(out["name"])
-        if kind == "stream_end_capture":
+        if kind in ("stream_end_capture", "graph_create"):
             if out["graph"] in names["graph"]:
                 raise WorkloadError(f"{here}: graph {out['graph']!r} already exists")
             names["graph"].add(out["graph"])
         else:
-            for ref in ("graph", "from"):
-                if ref in spec and out[ref] not in names["graph"]:
+            for ref in ("graph", "from", "body"):
+                if ref in spec and kind != "repeat" and out[ref] not in names["graph"]:
                     raise WorkloadError(f"{here}: {kind} refers to graph {out[ref]!r}, which "
-                                        f"no stream_end_capture before it makes")
+                                        f"no stream_end_capture or graph_create before it "
+                                        f"makes")
         if kind == "graph_exec_set_params" and out["nodes"] != "all" and (
                 isinstance(out["nodes"], str) or not out["nodes"]
                 or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 31
@@ -823,6 +844,15 @@ def _walk(program, m, t, st):
             st["graphs"][op["graph"]] = caps[cap] if cap is not None else [_Work(), 0, 0]
             for s in [s for s, c in capturing.items() if c == cap]:
                 del capturing[s]
+        elif kind == "graph_create":
+            st["graphs"][op["graph"]] = [_Work(), 0, 0]
+        elif kind == "graph_add_conditional":
+            g, b = st["graphs"].get(op["graph"]), st["graphs"].get(op["body"])
+            if g is not None and b is not None:
+                # the body's work, as often as it runs; its nodes in the table once
+                g[0].add(b[0], op["iterations"])
+                g[1] += b[1]
+                g[2] += b[2] + 1
         elif kind == "graph_instantiate":
             g = st["graphs"].get(op["graph"])
             if g is not None:
@@ -965,6 +995,9 @@ _CALLS = {
                                                                      op["block_ns"]),
     "graph_exec_update": lambda rt, op: rt.graph_exec_update(op["graph"], op["from"]),
     "graph_exec_destroy": lambda rt, op: rt.graph_exec_destroy(op["graph"]),
+    "graph_create": lambda rt, op: rt.graph_create(op["graph"]),
+    "graph_add_conditional": lambda rt, op: rt.graph_add_conditional(
+        op["graph"], op["kind"], op["body"], op["iterations"]),
 }
 
 

@@ -205,6 +205,10 @@ class Params:
                               "(its decode context and engine state loaded)")
     graph_start_ns: float = _ns("graph walker: a graph launch taken -> its first node dispatched "
                                 "(the launch's set-up on the device, whatever the graph's size)")
+    cond_iteration_ns: float = _ns("graph walker: a conditional node's iteration begins (the "
+                                   "node ready, or its body's previous run complete) -> its "
+                                   "body's roots queued (the condition read, the body "
+                                   "launched on the device)")
     pbdma_ch_timeslice_ns: float = _ns("PBDMA: time a channel may hold it while another "
                                        "channel waits (0: until it runs out of work or an "
                                        "acquire fails)")
@@ -260,6 +264,7 @@ class Params:
                 GlobalReg.CH_TIMESLICE: round(self.pbdma_ch_timeslice_ns),
                 GlobalReg.CP_SWITCH: round(self.cp_switch_ns),
                 GlobalReg.GRAPH_START: round(self.graph_start_ns),
+                GlobalReg.COND_START: round(self.cond_iteration_ns),
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
 
