@@ -23,6 +23,10 @@ The rules, as CUDA states them:
   each launch of an executable graph is ordered behind the previous launch of the same
   executable (``cudaGraphLaunch``: "only one instance of graphExec may be executing at a
   time");
+- a conditional node (``graph_add_conditional``) runs its body ``iterations`` times, each run
+  after the one before has ended (its first after the node's predecessors), and the node's
+  successors after the last run (its body's nodes are numbered after the graph's own in the
+  records' ``graph_node``; their runs are told apart by start);
 - stream capture: work issued to a capturing stream (and to streams that joined the capture
   by waiting on an event recorded in it) becomes graph nodes instead of running; event
   records and waits inside the capture become the graph's edges;
@@ -78,6 +82,8 @@ API = {
     "graph_exec_set_params": "cudaGraphExecKernelNodeSetParams",
     "graph_exec_update": "cudaGraphExecUpdate",
     "graph_exec_destroy": "cudaGraphExecDestroy",
+    "graph_create": "cudaGraphCreate",
+    "graph_add_conditional": "cudaGraphAddNode",
 }
 
 def api_of(op):
@@ -111,6 +117,7 @@ class Edge:
         names = {"stream": "stream order", "event-wait": "event wait",
                  "graph-edge": "graph dependency", "graph-in-stream": "graph launch in stream "
                  "order", "graph-exec-serial": "launches of one executable graph in order",
+                 "conditional-iteration": "a conditional node's body runs one after another",
                  "programmatic": "programmatic dependent launch (PDL)"}
         text = names.get(self.rule, self.rule)
         if self.hops:
@@ -148,6 +155,8 @@ class Work:
     seq: int                         # position of its issuing op among the stream's work
     node: int = None                 # graph node index (graph launches)
     preds: dict = field(default_factory=dict)       # Work -> Edge (immediate predecessors)
+    iteration: int = None            # a conditional node's body: its run (of ``runs``)
+    runs: int = 1
     record: dict = None
 
     def __hash__(self):
@@ -398,7 +407,19 @@ def analyse(workload, calls=None):
         elif k == "graph_instantiate":
             if op["graph"] not in graphs:
                 bad(call, "unknown graph")
-            execs[op["graph"]] = _Exec(graphs[op["graph"]])
+            execs[op["graph"]] = _Exec(list(graphs[op["graph"]]))
+        elif k == "graph_create":
+            if op["graph"] in graphs:
+                bad(call, "the graph exists")
+            graphs[op["graph"]] = []
+        elif k == "graph_add_conditional":
+            g, body = graphs.get(op["graph"]), graphs.get(op["body"])
+            if g is None or body is None or g is body:
+                bad(call, "unknown graph or body")
+            has_succ = {d for _, _, deps, _ in g for d in deps}
+            sinks = frozenset(i for i in range(len(g)) if i not in has_succ)
+            g.append(("conditional", ("cond", list(body), op["iterations"]), sinks,
+                      frozenset()))
         elif k in ("graph_exec_set_params", "graph_exec_update", "graph_exec_destroy"):
             # parameters change, not the order: the executable graph must exist (and an
             # update come from a graph of its topology); destroyed, it launches no more
@@ -421,21 +442,44 @@ def analyse(workload, calls=None):
                 bad(call, "a graph launched into a capturing stream (child graphs)")
             s.seq += 1
             nodes = x.graph
-            mine = [new_work(call, s, kind, label, node=i)
-                    for i, (kind, label, _, _) in enumerate(nodes)]
-            has_succ = set()
-            for i, (_, _, deps, prog) in enumerate(nodes):
-                w = mine[i]
+            # each node's completion: the work that stands for it (a conditional node: its
+            # body's last run's sinks, or what it followed if the body never runs)
+            exits, has_succ, first = {}, set(), len(nodes)
+            for i, (kind, label, deps, prog) in enumerate(nodes):
                 if deps:
-                    w.preds = {mine[d]: Edge("programmatic" if d in prog else "graph-edge")
-                               for d in sorted(deps)}
+                    preds = {w: Edge("programmatic" if d in prog else "graph-edge")
+                             for d in sorted(deps) for w in exits[d]}
                     has_succ.update(deps)
                 else:
-                    w.preds = {p: (Edge("graph-in-stream") if e.rule == "stream" else e)
-                               for p, e in s.frontier.items()}
+                    preds = {p: (Edge("graph-in-stream") if e.rule == "stream" else e)
+                             for p, e in s.frontier.items()}
                     for p in x.last_sinks or ():
-                        w.preds.setdefault(p, Edge("graph-exec-serial"))
-            sinks = [mine[i] for i in range(len(nodes)) if i not in has_succ]
+                        preds.setdefault(p, Edge("graph-exec-serial"))
+                if kind != "conditional":
+                    w = new_work(call, s, kind, label, node=i)
+                    w.preds = preds
+                    exits[i] = [w]
+                    continue
+                _, body, runs = label
+                for it in range(runs):
+                    # the body's nodes are numbered after the graph's own (the table's order)
+                    bw = [new_work(call, s, bk, bl, node=first + j) for j, (bk, bl, _, _)
+                          in enumerate(body)]
+                    body_succ = set()
+                    for j, (_, _, bdeps, bprog) in enumerate(body):
+                        bw[j].iteration, bw[j].runs = it, runs
+                        if bdeps:
+                            bw[j].preds = {bw[d]: Edge("programmatic" if d in bprog
+                                                       else "graph-edge")
+                                           for d in sorted(bdeps)}
+                            body_succ.update(bdeps)
+                        else:
+                            bw[j].preds = dict(preds)
+                    preds = {bw[j]: Edge("conditional-iteration") for j in range(len(body))
+                             if j not in body_succ}
+                exits[i] = list(preds)
+                first += len(body)
+            sinks = [w for i in range(len(nodes)) if i not in has_succ for w in exits[i]]
             x.last_sinks = sinks
             s.frontier = Frontier()
             for w in sinks:
@@ -557,6 +601,9 @@ def _map_work(prog, records, chk):
         mine = by_corr.get(corr, [])
         if w.node is not None:
             mine = [r for r in mine if (r.get("graph_node") or 0) & 0xFFFFFFFF == w.node]
+        if w.iteration is not None and len(mine) == w.runs:
+            # a conditional node's body node: one record a run, the runs in order
+            mine = [sorted(mine, key=lambda r: (r.get("start") or 0))[w.iteration]]
         if len(mine) != 1 or mine[0].get("kind") != w.kind:
             found = ", ".join(f"{r.get('kind')} {_span(r)}" for r in mine) or "none"
             chk.violation("mapping", "missing-work",

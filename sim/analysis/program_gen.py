@@ -34,6 +34,9 @@ class _Gen:
         # PDL attributes come from a generator of their own: the programs' other ops stay as
         # the seeds gave them before PDL
         self.r_pdl = random.Random(f"gpufe-ordering-pdl/{seed}")
+        # and conditional nodes theirs
+        self.r_cond = random.Random(f"gpufe-ordering-cond/{seed}")
+        self.n_cond = 0
         self.mc = self.r.choice(list(connections)) if connections else self.r.randint(1, 32)
         self.streams = []
         self.events = []             # normal events (never recorded inside a capture)
@@ -255,11 +258,47 @@ class _Gen:
         body.append({"op": "stream_end_capture", "stream": origin, "graph": graph})
         creates = [{"op": "event_create", "name": e, "timing": r.random() < 0.5}
                    for e in cap_events]
-        tail = [{"op": "graph_instantiate", "graph": graph}]
+        tail = self.conditional(graph, origin) + [{"op": "graph_instantiate", "graph": graph}]
         self.graphs.append(graph)
         for _ in range(r.choice([0, 1, 1, 2, 3])):
             tail.append(self.graph_launch())
         return creates + body + tail
+
+    def conditional(self, graph, stream):
+        """Sometimes: a body captured on ``stream`` (a few kernels, some with PDL) and a
+        conditional node running it appended to ``graph`` (which may be made empty here by
+        graph_create instead of captured: then ``graph`` is the name to make)."""
+        c = self.r_cond
+        if c.random() >= 0.25:
+            return []
+        self.n_cond += 1
+        body = f"{graph}_body"
+        ops = [{"op": "stream_begin_capture", "stream": stream}]
+        for i in range(c.randint(1, 3)):
+            op = {"op": "launch_kernel", "stream": stream, "kernel": f"kc{self.n_cond}_{i}",
+                  "grid": [c.choice([1, 2, 132, 300])], "block": [c.choice([32, 256])],
+                  "block_ns": c.choice([0, 500, 3000, 20000])}
+            if i and c.random() < 0.3:
+                op["pdl"] = True
+            ops.append(op)
+        ops.append({"op": "stream_end_capture", "stream": stream, "graph": body})
+        kind = c.choice(["while", "while", "if"])
+        ops.append({"op": "graph_add_conditional", "graph": graph, "kind": kind, "body": body,
+                    "iterations": c.randint(0, 1) if kind == "if" else c.randint(0, 5)})
+        return ops
+
+    def conditional_graph(self):
+        """A graph made empty (graph_create) whose only node is a conditional node."""
+        self.n_graphs += 1
+        graph = f"g{self.n_graphs}"
+        ops = self.conditional(graph, self.r.choice(self.streams))
+        if not ops:
+            self.n_graphs -= 1
+            return []
+        ops = [{"op": "graph_create", "graph": graph}] + ops
+        ops.append({"op": "graph_instantiate", "graph": graph})
+        self.graphs.append(graph)
+        return ops + [self.graph_launch()]
 
     def fill(self):
         """A long gate kernel and more launches behind it than the GPFIFO ring holds, so that
@@ -321,6 +360,8 @@ class _Gen:
                 prog.append({"op": "event_create", "name": name, "timing": r.random() < 0.5})
             else:
                 prog.append(self.simple())
+        if self.r_cond.random() < 0.3:
+            prog += self.conditional_graph()
         if r.random() < 0.8:
             prog.append({"op": "device_synchronize"})
         return prog

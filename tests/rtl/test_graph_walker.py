@@ -130,6 +130,36 @@ def test_a_programmatic_edge_is_resolved_as_its_node_is_dispatched():
     assert b.peek(b.dut.syncpoint.counter_data[0]) == 2
 
 
+def test_a_conditional_node_runs_its_body_iterations_times_then_its_successors():
+    b = FrontEndBench(SMALL)
+    b.mmio_write(mmio_global(GlobalReg.COND_START), 300)
+    b.setup_channel(0)
+    # node 0 -> conditional node 1 (body: nodes 3 -> 4, three runs) -> node 2
+    words, descs = [], [b.put_descriptor(launch_descriptor(block_ns=100, kernel_id=100 + i))
+                        for i in range(5)]
+    words += encode_graph_node("kernel", 0, 1, 0, descs[0])
+    words += encode_graph_node("conditional", 1, 1, 1, (3, 2), iterations=3)
+    words += encode_graph_node("kernel", 1, 0, 2, descs[2])
+    words += encode_graph_node("kernel", 0, 1, 2, descs[3], body=True)
+    words += encode_graph_node("kernel", 1, 0, 3, descs[4], body=True)
+    words += [encode_graph_edge(1), encode_graph_edge(2), encode_graph_edge(4)]
+    table = b.mem.alloc(4 * len(words), align=256)
+    b.mem.write_dwords(table, words)
+    sp = syncpoint_address(SMALL, 0)
+    for launch in (1, 2):             # the second launch: the table loaded, new epochs
+        b.submit(0, graph_launch(PushBuffer(), table, 5).sem_release(sp, launch))
+        b.run_until_idle()
+        disp = [(t, r["kernel_id"]) for t, _, r in b.log.dispatches if r["graph"]][-8:]
+        assert [k for _, k in disp] == [100, 103, 104, 103, 104, 103, 104, 102]
+        times = [t for t, _ in disp]
+        # each run of the body starts cond_start after the node became ready or the run
+        # before ended; the node's successor goes once the last run has ended
+        for t0, t1 in ((times[0], times[1]), (times[2], times[3]), (times[4], times[5])):
+            assert t1 - t0 > 300 + 100
+        assert times[7] - times[6] > 100
+        assert b.peek(b.dut.syncpoint.counter_data[0]) == launch
+
+
 def test_graph_too_large_faults_its_channel_only():
     b = FrontEndBench(SMALL)
     b.setup_channel(0)

@@ -32,7 +32,7 @@ def test_the_bundle_is_shipped():
     names = set(scenario_names())
     assert set(FE_TRACE2_BUNDLE) <= names
     assert {program_of(n) for n in FE_TRACE2_BUNDLE} == {"actgap", "procs", "gupdate", "pdl",
-                                                          "threads"}
+                                                          "threads", "cond"}
 
 
 @pytest.mark.parametrize("name", FE_TRACE2_BUNDLE)
@@ -504,3 +504,23 @@ def test_threads_workloads_run_a_thread_per_launcher_and_a_main_thread():
     loops = [op for t in w["threads"][1:] for op in t["program"][1]["body"]
              if op["op"] == "repeat"]
     assert {op["body"][0]["stream"] for op in loops} == {"s"}
+
+
+# ------------------------------------------------------------------ cond
+
+
+@pytest.mark.parametrize("name, period", [
+    # FIGURES.md's cond table, stamp_period_med_ns
+    ("nocupti_cond_b1_m1000", 4.992), ("nocupti_condhost_b1_m1000", 2.400),
+    ("nocupti_condhost_b1_m100_gate", 2.432), ("cond_b1_m100", 9.600),
+])
+def test_cond_figures_of_the_traces_are_the_recordings(name, period):
+    assert figures(name)["cond_iteration_us"] == pytest.approx(period, abs=1e-3)
+
+
+def test_cond_workloads_hold_a_while_node_or_host_launches():
+    w = load_workload(scenario_paths("nocupti_cond_b1_m100")[0])
+    (add,) = [op for op in w["program"] if op["op"] == "graph_add_conditional"]
+    assert (add["kind"], add["iterations"], add["body"]) == ("while", 100, "body")
+    h = load_workload(scenario_paths("nocupti_condhost_b1_m100_gate")[0])
+    assert not any(op["op"] == "graph_add_conditional" for op in h["program"])

@@ -28,8 +28,8 @@ def _program(kind, fields):
 
 def _required(kind):
     """The op's required fields, each with a valid value."""
-    refs = {"stream": "s", "event": "e", "name": "new", "from": "g",
-            "graph": "new" if kind == "stream_end_capture" else "g"}
+    refs = {"stream": "s", "event": "e", "name": "new", "from": "g", "body": "g",
+            "graph": "new" if kind in ("stream_end_capture", "graph_create") else "g"}
     fields = {}
     for name, f in OPS[kind].fields.items():
         if f.default is REQUIRED:
