@@ -188,7 +188,8 @@ class GraphWalker(wiring.Component):
                                             depth=cfg.graph_edges_max, init=[])
         m.submodules.roots = roots = Memory(shape=nb, depth=cfg.graph_nodes_max, init=[])
         m.submodules.pending = pending = Memory(
-            shape=data.StructLayout({"count": 14, "epoch": 8}), depth=cfg.graph_nodes_max,
+            shape=data.StructLayout({"count": 14, "epoch": 8, "body": 1}),
+            depth=cfg.graph_nodes_max,
             init=[])
         node_wp, edge_wp, root_wp, pend_wp = (nodes.write_port(), edges.write_port(),
                                               roots.write_port(), pending.write_port())
@@ -366,12 +367,16 @@ class GraphWalker(wiring.Component):
             with m.Case(CompletionState.UPDATE):
                 p = pend_rp.data
                 # a body node's count belongs to its conditional node's iteration
-                ep = Mux(node_pred.data.body, body_epoch, epoch)
-                count = Mux(p.epoch == ep, p.count, node_pred.data.pred_count)
+                # (the body's epochs and the launches' are counted apart: an entry says which)
+                is_body = node_pred.data.body
+                ep = Mux(is_body, body_epoch, epoch)
+                count = Mux((p.epoch == ep) & (p.body == is_body), p.count,
+                            node_pred.data.pred_count)
                 # a completion resolves the ordinary edges, a dispatch the programmatic ones
                 with m.If(e_prog == c_prog):
                     m.d.comb += [pend_wp.addr.eq(succ), pend_wp.en.eq(1),
-                                 pend_wp.data.count.eq(count - 1), pend_wp.data.epoch.eq(ep)]
+                                 pend_wp.data.count.eq(count - 1), pend_wp.data.epoch.eq(ep),
+                                 pend_wp.data.body.eq(is_body)]
                     with m.If(count == 1):
                         m.d.comb += [ready.w_en.eq(1), ready.w_data.eq(succ)]
                 m.d.sync += [c_first.eq(c_first + 1), c_left.eq(c_left - 1)]
@@ -443,7 +448,13 @@ class GraphWalker(wiring.Component):
                     with m.If(rsp.payload.error):
                         fault(ErrorCause.GRAPH)
                     with m.Elif(word == GRAPH_NODE_DWORDS - 1):
-                        m.d.comb += node_wp.en.eq(1)
+                        # its pending count too: an entry no epoch to come matches, so that
+                        # what another table left there is never taken for this one's
+                        m.d.comb += [node_wp.en.eq(1), pend_wp.addr.eq(load_index),
+                                     pend_wp.en.eq(1), pend_wp.data.count.eq(0),
+                                     pend_wp.data.epoch.eq(Mux(assembled.body, body_epoch,
+                                                               epoch - 1)),
+                                     pend_wp.data.body.eq(assembled.body)]
                         with m.If((assembled.pred_count == 0) & ~assembled.body):
                             m.d.comb += root_wp.en.eq(1)
                             m.d.sync += n_roots.eq(n_roots + 1)

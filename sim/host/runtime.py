@@ -69,10 +69,10 @@ class Process:
 
 
 class DriverLock:
-    """A lock of the CUDA driver shared by a process's host threads (a stream's, the
-    context's). It is not fair: a thread that releases it and asks again at once takes it
-    again ahead of the threads waiting (they are still waking), unless one of them has
-    waited ``turn_ns`` or more; then it is handed to that one."""
+    """A lock of the CUDA driver shared by a process's host threads (a stream's, held for a
+    whole launch call). It is not fair: a thread that releases it and asks again at once
+    takes it again ahead of the threads waiting (they are still waking), unless one of them
+    has waited ``turn_ns`` or more; then it is handed to that one."""
 
     def __init__(self, rt, what, turn_ns):
         self.rt, self.what, self.turn_ns = rt, what, turn_ns

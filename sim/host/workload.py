@@ -636,18 +636,8 @@ def _check_processes(procs, source, lo, hi, located):
     out, seen = [], set()
     for i, p in enumerate(procs):
         here = f"{source}: processes[{i}]"
-        if not isinstance(p, dict):
-            raise WorkloadError(f"{here}: must be an object, not {show(p)}")
-        extra = sorted(set(p) - {"name", "max_connections", "program", "threads"})
-        if extra:
-            raise WorkloadError(f"{here}: unknown field(s) {', '.join(_key(e) for e in extra)}")
-        name = p.get("name")
-        if not isinstance(name, str) or not name:
-            raise WorkloadError(f"{here}: name must be a non-empty string, not {show(name)}")
-        _check_text(name, f"{here}: name")
-        if name in seen:
-            raise WorkloadError(f"{here}: process name {name!r} used twice")
-        seen.add(name)
+        name = _named_entry(p, here, {"max_connections", "program", "threads"}, "process",
+                            seen)
         mc = p.get("max_connections")
         if mc is not None and (not isinstance(mc, int) or isinstance(mc, bool)
                                or not lo <= mc <= hi):
@@ -665,6 +655,24 @@ def _check_processes(procs, source, lo, hi, located):
                                          located=located)
         out.append(proc)
     return out
+
+
+def _named_entry(entry, here, fields, what, seen):
+    """A process's or thread's object: only ``name`` and ``fields``, a name of its own (added
+    to ``seen``); its name."""
+    if not isinstance(entry, dict):
+        raise WorkloadError(f"{here}: must be an object, not {show(entry)}")
+    extra = sorted(set(entry) - {"name"} - fields)
+    if extra:
+        raise WorkloadError(f"{here}: unknown field(s) {', '.join(_key(e) for e in extra)}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise WorkloadError(f"{here}: name must be a non-empty string, not {show(name)}")
+    _check_text(name, f"{here}: name")
+    if name in seen:
+        raise WorkloadError(f"{here}: {what} name {name!r} used twice")
+    seen.add(name)
+    return name
 
 
 #: host threads a process may run
@@ -694,18 +702,7 @@ def _check_threads(threads, where, located):
     seen = set()
     for i, t in enumerate(threads):
         here = f"{where}[{i}]"
-        if not isinstance(t, dict):
-            raise WorkloadError(f"{here}: must be an object, not {show(t)}")
-        extra = sorted(set(t) - {"name", "program"})
-        if extra:
-            raise WorkloadError(f"{here}: unknown field(s) {', '.join(_key(e) for e in extra)}")
-        name = t.get("name")
-        if not isinstance(name, str) or not name:
-            raise WorkloadError(f"{here}: name must be a non-empty string, not {show(name)}")
-        _check_text(name, f"{here}: name")
-        if name in seen:
-            raise WorkloadError(f"{here}: thread name {name!r} used twice")
-        seen.add(name)
+        _named_entry(t, here, {"program"}, "thread", seen)
         if "program" not in t:
             raise WorkloadError(f"{here}: no 'program'")
     created = [_created(t["program"], {"stream": set(), "event": set(), "graph": set()})

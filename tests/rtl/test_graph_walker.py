@@ -130,21 +130,27 @@ def test_a_programmatic_edge_is_resolved_as_its_node_is_dispatched():
     assert b.peek(b.dut.syncpoint.counter_data[0]) == 2
 
 
-def test_a_conditional_node_runs_its_body_iterations_times_then_its_successors():
-    b = FrontEndBench(SMALL)
-    b.mmio_write(mmio_global(GlobalReg.COND_START), 300)
-    b.setup_channel(0)
-    # node 0 -> conditional node 1 (body: nodes 3 -> 4, three runs) -> node 2
+def put_conditional_graph(b, runs=3):
+    """node 0 -> conditional node 1 (body: nodes 3 -> 4, ``runs`` runs) -> node 2: the
+    table."""
     words, descs = [], [b.put_descriptor(launch_descriptor(block_ns=100, kernel_id=100 + i))
                         for i in range(5)]
     words += encode_graph_node("kernel", 0, 1, 0, descs[0])
-    words += encode_graph_node("conditional", 1, 1, 1, (3, 2), iterations=3)
+    words += encode_graph_node("conditional", 1, 1, 1, (3, 2), iterations=runs)
     words += encode_graph_node("kernel", 1, 0, 2, descs[2])
     words += encode_graph_node("kernel", 0, 1, 2, descs[3], body=True)
     words += encode_graph_node("kernel", 1, 0, 3, descs[4], body=True)
     words += [encode_graph_edge(1), encode_graph_edge(2), encode_graph_edge(4)]
     table = b.mem.alloc(4 * len(words), align=256)
     b.mem.write_dwords(table, words)
+    return table
+
+
+def test_a_conditional_node_runs_its_body_iterations_times_then_its_successors():
+    b = FrontEndBench(SMALL)
+    b.mmio_write(mmio_global(GlobalReg.COND_START), 300)
+    b.setup_channel(0)
+    table = put_conditional_graph(b)
     sp = syncpoint_address(SMALL, 0)
     for launch in (1, 2):             # the second launch: the table loaded, new epochs
         b.submit(0, graph_launch(PushBuffer(), table, 5).sem_release(sp, launch))
@@ -158,6 +164,23 @@ def test_a_conditional_node_runs_its_body_iterations_times_then_its_successors()
             assert t1 - t0 > 300 + 100
         assert times[7] - times[6] > 100
         assert b.peek(b.dut.syncpoint.counter_data[0]) == launch
+
+
+def test_pending_counts_of_another_table_are_never_taken_for_this_ones():
+    """A body node's pending count, left by a table where that node is an ordinary one at an
+    epoch that the body's count reaches later, is not taken for the body's (nor the reverse):
+    each entry says whose it is, and a table's load clears its entries."""
+    b = FrontEndBench(SMALL)
+    b.setup_channel(0)
+    cond = put_conditional_graph(b, runs=1)
+    chain = put_graph(b, [set(), {0}, {1}, {2}, {3}])
+    sp = syncpoint_address(SMALL, 0)
+    # the chain's node 4, written at launch epoch 3, is the body's node 4 when the body's own
+    # epoch comes to 3 (its third run)
+    for i, table in enumerate([cond, cond, chain, cond, chain, cond]):
+        b.submit(0, graph_launch(PushBuffer(), table, 5).sem_release(sp, i + 1))
+        b.run_until_idle()
+        assert b.peek(b.dut.syncpoint.counter_data[0]) == i + 1, f"launch {i} did not finish"
 
 
 def test_graph_too_large_faults_its_channel_only():
