@@ -131,7 +131,8 @@ def test_an_update_from_an_unknown_graph_is_a_workload_error():
                                                   {"op": "graph_exec_update", "graph": "g",
                                                    "from": "nope"}]
     with pytest.raises(WorkloadError, match=r"refers to graph 'nope', which no "
-                                            r"stream_end_capture before it makes"):
+                                            r"stream_end_capture or graph_create before it "
+                                            r"makes"):
         workload(prog)
 
 
