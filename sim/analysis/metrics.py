@@ -849,7 +849,8 @@ def _cond(records):
             periods += [y - x for x, y in zip(ctl, ctl[1:])]
             if ctl and not any(GATE in k["name"] for k in mine):
                 walls.append((e - a) / len(ctl))
-    return {"cond_iteration_us": _us(_median(periods)), "cond_wall_per_iter_us": _us(_median(walls))}
+    return {"cond_iteration_us": _us(_median(periods)),
+            "cond_wall_per_iter_us": _us(_median(walls))}
 
 
 _SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl,

@@ -317,7 +317,8 @@ def _pdl(p, sms):
     entry, its wait's return and its exit, copied back after each repetition (the
     pdl_stamps records). The kernel's own code is a prologue of PDL_PROLOGUE_NS before its
     dependency wait and ns + PDL_EPILOGUE_NS after it."""
-    n, ns, pdl, trig = _arg(p, "n", 300), _arg(p, "ns", 0), _arg(p, "pdl", 1), _arg(p, "trigger", 0)
+    n, ns = _arg(p, "n", 300), _arg(p, "ns", 0)
+    pdl, trig = _arg(p, "pdl", 1), _arg(p, "trigger", 0)
     graph, reps, gate = _arg(p, "graph", 0), _arg(p, "reps", 5), _arg(p, "gate", 0)
     stamp, grid, block = _arg(p, "stamp", 0), _arg(p, "grid", 1), _arg(p, "block", 32)
     k = {"op": "launch_kernel", "stream": "s", "kernel": "k_pdl", "grid": _dims(grid),

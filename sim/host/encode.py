@@ -16,7 +16,8 @@ from gpufe.rtl.layouts import (MethodHeader, SecOp, Method, Subchannel, SemOp, S
                                Reduction, GPEntry, GPControl, LaunchDescriptor,
                                LAUNCH_DESCRIPTOR_DWORDS, DESCRIPTOR_ALIGN, CopyKind, COPY_KINDS,
                                CopyDescriptor, COPY_DESCRIPTOR_DWORDS, COPY_FLAG_DESCRIPTOR,
-                               GraphNode, GraphNodeKind, GraphEdge, GRAPH_NODE_DWORDS, GraphLaunchQueue,
+                               GraphNode, GraphNodeKind, GraphEdge, GRAPH_NODE_DWORDS,
+                               GraphLaunchQueue,
                                GRAPH_LAUNCH_QUEUE_DWORDS, GraphLaunchRecord,
                                GRAPH_LAUNCH_RECORD_DWORDS, struct_fields)
 from gpufe.sim.cosim.events import ps

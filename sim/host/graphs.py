@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 
 from gpufe.rtl.layouts import Method, DESCRIPTOR_ALIGN, HOST_COPY_BUFFER
 from gpufe.sim.host.encode import (launch_descriptor, copy_descriptor, encode_graph_node,
-                                   encode_graph_edge, graph_launch_queue, graph_launch_record, graph_launch_link)
+                                   encode_graph_edge, graph_launch_queue, graph_launch_record,
+                                   graph_launch_link)
 from gpufe.sim.host.streams import acquire
 
 
