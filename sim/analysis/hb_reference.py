@@ -223,14 +223,16 @@ class HostWait:
 @dataclass
 class _Capture:
     origin: str
-    nodes: list = field(default_factory=list)       # (kind, label, deps frozenset)
+    # (kind, label, deps, programmatic deps); a conditional node's label is
+    # ("cond", body nodes, runs)
+    nodes: list = field(default_factory=list)
     frontier: dict = field(default_factory=dict)    # stream -> set of node indices
     active: bool = True
 
 
 @dataclass
 class _Exec:
-    graph: list                      # nodes: (kind, label, deps)
+    graph: list                      # nodes, as _Capture.nodes
     last_sinks: list = None          # Works of its latest launch's sink nodes
 
 
