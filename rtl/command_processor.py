@@ -512,7 +512,8 @@ class CommandProcessor(wiring.Component):
                         m.d.sync += [offer_graph.eq(1), self.graph.payload.channel.eq(chan),
                                      self.graph.payload.seq.eq(ctx.seq),
                                      self.graph.payload.table.eq(ctx.graph_table),
-                                     self.graph.payload.nodes.eq(mdata)]
+                                     self.graph.payload.nodes.eq(mdata),
+                                     self.graph.payload.device_runtime.eq(mdata[31])]
                     with m.Case(Method.OFFSET_IN_UPPER):
                         m.d.comb += done.eq(1)
                         m.d.sync += ctx.src[32:].eq(mdata[:8])

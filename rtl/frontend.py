@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 from .config import FrontEndConfig
 from .layouts import (MmioWrite, DmaWrite, dma_read_request_layout, dma_read_response_layout,
                       launch_record_layout, copy_record_layout, completion_layout,
+                      device_launch_layout,
                       context_switch_layout, retire_layout)
 from .doorbell import DoorbellRegisterFile
 from .fetcher import DmaFetcher
@@ -38,7 +39,11 @@ class FrontEnd(wiring.Component):
                            DMA write (sems)    compute / copy dispatch, completions
 
     A graph launch goes from the CP to the GraphWalker, which loads the graph's table over the
-    same DMA read port and dispatches its nodes through the same engine ports.
+    same DMA read port and dispatches its nodes through the same engine ports. Device graph
+    launches come from the engines (``device_launch``): a tail launch goes to the walker that
+    dispatched the kernel making it, a fire-and-forget launch to a second GraphWalker, the
+    device-launch walker, whose runs complete into the first walker's running launch (its
+    parent).
 
     The channels' contexts live in SRAM (the doorbell file's ring contexts, the CP's decode
     contexts, the syncpoint unit's counts and parked acquires); the PbdmaUnits load a few of
@@ -76,7 +81,8 @@ class FrontEnd(wiring.Component):
         The register at ``mmio_read_address``, combinationally.
     dma_read_req : Out(stream.Signature(dma_read_request_layout(cfg)))
         Reads of host memory: GPFIFO entries and push-buffer segments (``tag`` = the PBDMA)
-        and graph tables (``tag`` = ``1 << cfg.pbdma_bits``), taking turns. Held until taken.
+        and graph tables (``tag`` = ``1 << cfg.pbdma_bits``, plus 1 for the device-launch
+        walker's), taking turns. Held until taken.
     dma_read_resp : In(stream.Signature(dma_read_response_layout(cfg)))
         The dwords read, as :class:`~gpufe.rtl.fetcher.DmaFetcher`'s port contract says, routed
         by the tag. Always ready.
@@ -94,6 +100,9 @@ class FrontEnd(wiring.Component):
     copy_done : In(stream.Signature(completion_layout(cfg)))
         Completions of copies, likewise; a graph node's copy completion also waits while a graph
         node's kernel completion is offered on ``compute_done``.
+    device_launch : In(stream.Signature(device_launch_layout(cfg)))
+        Device-side cudaGraphLaunch calls of running kernels (tail or fire-and-forget). Ready
+        while the walker it goes to has room.
     context : Out(stream.Signature(context_switch_layout(cfg)))
         Context switches, to the engines: a TSG stops (``run`` 0: preempt its work) or starts
         (``run`` 1). Held until taken.
@@ -131,6 +140,8 @@ class FrontEnd(wiring.Component):
         The syncpoint unit.
     walker : GraphWalker
         The graph walker.
+    device_walker : GraphWalker
+        The device-launch walker (fire-and-forget device graph launches).
     runlist : RunlistScheduler
         The runlist scheduler.
     pbdma : PbdmaUnits
@@ -155,6 +166,7 @@ class FrontEnd(wiring.Component):
             "copy": Out(stream.Signature(copy_record_layout(cfg))),
             "compute_done": In(stream.Signature(completion_layout(cfg))),
             "copy_done": In(stream.Signature(completion_layout(cfg))),
+            "device_launch": In(stream.Signature(device_launch_layout(cfg))),
             "context": Out(stream.Signature(context_switch_layout(cfg))),
             "retired": Out(stream.Signature(retire_layout(cfg))),
             "wake_at": Out(64),
@@ -174,6 +186,7 @@ class FrontEnd(wiring.Component):
         self.cp = CommandProcessor(cfg)
         self.syncpoint = SyncpointUnit(cfg)
         self.walker = GraphWalker(cfg)
+        self.device_walker = GraphWalker(cfg, device=True)
         self.runlist = RunlistScheduler(cfg)
         self.pbdma = PbdmaUnits(cfg)
 
@@ -186,6 +199,7 @@ class FrontEnd(wiring.Component):
         m.submodules.cp = cp
         m.submodules.syncpoint = sp
         m.submodules.walker = gw = self.walker
+        m.submodules.device_walker = dw = self.device_walker
         m.submodules.runlist = rl = self.runlist
         m.submodules.pbdma = pb = self.pbdma
         cfg = self.cfg
@@ -194,51 +208,92 @@ class FrontEnd(wiring.Component):
         connect(m, flipped(self.mmio), db.mmio)
         connect(m, flipped(self.dma_write), sp.dma_write)
 
-        # DMA reads: fetcher (tag = PBDMA) and graph walker (tag = top bit) share the port
-        m.submodules.dma_mux = dma_mux = StreamMux(self.dma_read_req.payload.shape())
+        # DMA reads: fetcher (tag = PBDMA) and graph walkers (tag = top bit, plus 1 for the
+        # device-launch walker) share the port
+        layout = self.dma_read_req.payload.shape()
+        m.submodules.dma_mux = dma_mux = StreamMux(layout)
+        m.submodules.walker_dma_mux = walker_mux = StreamMux(layout)
         top = 1 << cfg.pbdma_bits
         for src, port, tag in ((fe.dma_req, dma_mux.a, fe.dma_req.payload.tag),
-                               (gw.dma_req, dma_mux.b, top)):
+                               (gw.dma_req, walker_mux.a, top), (dw.dma_req, walker_mux.b, top | 1)):
             m.d.comb += [port.valid.eq(src.valid), src.ready.eq(port.ready),
                          port.payload.address.eq(src.payload.address),
                          port.payload.count.eq(src.payload.count), port.payload.tag.eq(tag)]
+        connect(m, walker_mux.out, dma_mux.b)
         connect(m, flipped(self.dma_read_req), dma_mux.out)
         rsp = self.dma_read_resp
         to_walker = rsp.payload.tag[cfg.pbdma_bits]
+        to_device = rsp.payload.tag[0]
         m.d.comb += rsp.ready.eq(1)
-        for dst, sel in ((fe.dma_resp, ~to_walker), (gw.dma_resp, to_walker)):
+        for dst, sel in ((fe.dma_resp, ~to_walker), (gw.dma_resp, to_walker & ~to_device),
+                         (dw.dma_resp, to_walker & to_device)):
             m.d.comb += [dst.valid.eq(rsp.valid & sel), dst.payload.data.eq(rsp.payload.data),
                          dst.payload.last.eq(rsp.payload.last),
                          dst.payload.error.eq(rsp.payload.error)]
         m.d.comb += fe.dma_resp.payload.tag.eq(rsp.payload.tag)
 
-        # dispatch: the CP and the graph walker share the engines' ports
-        for name, cp_port, gw_port in (("compute", cp.compute, gw.compute),
-                                       ("copy", cp.copy, gw.copy)):
+        # dispatch: the CP and the graph walkers share the engines' ports
+        for name, cp_port, gw_port, dw_port in (("compute", cp.compute, gw.compute, dw.compute),
+                                                ("copy", cp.copy, gw.copy, dw.copy)):
             mux = StreamMux(cp_port.payload.shape())
+            walkers = StreamMux(cp_port.payload.shape())
             m.submodules[f"{name}_mux"] = mux
+            m.submodules[f"{name}_walker_mux"] = walkers
+            connect(m, gw_port, walkers.a)
+            connect(m, dw_port, walkers.b)
             connect(m, cp_port, mux.a)
-            connect(m, gw_port, mux.b)
+            connect(m, walkers.out, mux.b)
             connect(m, flipped(getattr(self, name)), mux.out)
 
-        # completions: graph nodes go to the walker, everything else to the syncpoint unit;
-        # a compute and a copy node completing together: the copy waits a cycle
+        # completions: graph nodes go to the walker that dispatched them, everything else to
+        # the syncpoint unit; a compute and a copy node completing together: the copy waits a
+        # cycle
         cd, yd = self.compute_done, self.copy_done
         cd_graph = cd.valid & cd.payload.graph
         yd_graph = yd.valid & yd.payload.graph
+        node = Mux(cd_graph, cd.payload, yd.payload)
+        node_dwalk = Mux(cd_graph, cd.payload.dwalk, yd.payload.dwalk)
+        walker_ready = Mux(node_dwalk, dw.node_done.ready, gw.node_done.ready)
         m.d.comb += [
             sp.compute_done.valid.eq(cd.valid & ~cd.payload.graph),
             sp.compute_done.payload.eq(cd.payload),
             sp.copy_done.valid.eq(yd.valid & ~yd.payload.graph),
             sp.copy_done.payload.eq(yd.payload),
-            gw.node_done.valid.eq(cd_graph | yd_graph),
-            gw.node_done.payload.eq(Mux(cd_graph, cd.payload, yd.payload)),
-            cd.ready.eq(~cd.payload.graph | gw.node_done.ready),
-            yd.ready.eq(~yd.payload.graph | (gw.node_done.ready & ~cd_graph)),
+            gw.node_done.valid.eq((cd_graph | yd_graph) & ~node_dwalk),
+            gw.node_done.payload.eq(node),
+            dw.node_done.valid.eq((cd_graph | yd_graph) & node_dwalk),
+            dw.node_done.payload.eq(node),
+            cd.ready.eq(~cd.payload.graph | walker_ready),
+            yd.ready.eq(~yd.payload.graph | (walker_ready & ~cd_graph)),
         ]
         connect(m, cp.graph, gw.launch)
         connect(m, gw.graph_done, sp.graph_done)
-        connect(m, gw.fault, cp.graph_fault)
+        # device graph launches: tail launches to the walker that dispatched the kernel,
+        # fire-and-forget ones to the device-launch walker, counted by the first walker's run
+        dl = self.device_launch
+        ff_launch = dl.valid & ~dl.payload.tail
+        m.d.comb += [
+            gw.tail.valid.eq(dl.valid & dl.payload.tail & ~dl.payload.dwalk),
+            dw.tail.valid.eq(dl.valid & dl.payload.tail & dl.payload.dwalk),
+            dw.launch.valid.eq(ff_launch),
+            dw.launch.payload.channel.eq(dl.payload.channel),
+            dw.launch.payload.seq.eq(dl.payload.seq),
+            dw.launch.payload.table.eq(dl.payload.table),
+            dw.launch.payload.nodes.eq(dl.payload.nodes),
+            dl.ready.eq(Mux(dl.payload.tail,
+                            Mux(dl.payload.dwalk, dw.tail.ready, gw.tail.ready),
+                            dw.launch.ready)),
+            gw.child_launched.eq(ff_launch & dw.launch.ready),
+        ]
+        for w in (gw, dw):
+            m.d.comb += [w.tail.payload.table.eq(dl.payload.table),
+                         w.tail.payload.nodes.eq(dl.payload.nodes)]
+        connect(m, dw.graph_done, gw.child_done)
+        # a fault of either walker (the first walker's first, should both fault at once)
+        m.d.comb += [cp.graph_fault.valid.eq(gw.fault.valid | dw.fault.valid),
+                     cp.graph_fault.payload.eq(Mux(gw.fault.valid, gw.fault.payload,
+                                                   dw.fault.payload)),
+                     gw.fault.ready.eq(1), dw.fault.ready.eq(1)]
         m.d.comb += [
             db.read_address.eq(self.mmio_read_address),
             self.mmio_read_data.eq(db.read_data),
@@ -314,13 +369,17 @@ class FrontEnd(wiring.Component):
             pb.ch_timeslice.eq(db.ch_timeslice), pb.now.eq(self.now),
             cp.launch_hold.eq(db.launch_hold), cp.ch_timeslice.eq(db.ch_timeslice),
             cp.cp_switch.eq(db.cp_switch),
-            gw.graph_start.eq(db.graph_start), gw.cond_start.eq(db.cond_start),
-            gw.now.eq(self.now),
+            gw.now.eq(self.now), dw.now.eq(self.now),
             cp.now.eq(self.now),
         ]
+        for w in (gw, dw):
+            m.d.comb += [w.graph_start.eq(db.graph_start), w.cond_start.eq(db.cond_start),
+                         w.device_start.eq(db.device_start), w.tail_start.eq(db.tail_start),
+                         w.runtime_start.eq(db.runtime_start)]
         wake = Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)
         wake = Mux(sp.wake_at < wake, sp.wake_at, wake)
         wake = Mux(gw.wake_at < wake, gw.wake_at, wake)
+        wake = Mux(dw.wake_at < wake, dw.wake_at, wake)
         m.d.comb += self.wake_at.eq(Mux(pb.wake_at < wake, pb.wake_at, wake))
 
         # errors: a channel in error leaves its PBDMA (its FIFO data is discarded)
@@ -335,7 +394,7 @@ class FrontEnd(wiring.Component):
         ]
 
         m.d.comb += self.idle.eq(fe.quiescent & ff.quiescent & cp.quiescent & sp.quiescent
-                                 & gw.quiescent & rl.quiescent & pb.quiescent
+                                 & gw.quiescent & dw.quiescent & rl.quiescent & pb.quiescent
                                  & ~self.context.valid & ~self.retired.valid
                                  & ~self.dma_read_req.valid
                                  & ~self.dma_write.valid & ~self.compute.valid

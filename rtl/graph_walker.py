@@ -15,7 +15,7 @@ from .layouts import (GraphNode, GraphEdge, GraphNodeKind, GRAPH_NODE_DWORDS, CO
 from .fetcher import fault_layout
 
 __all__ = ["GraphWalker", "WalkerState", "CompletionState", "CondState", "node_entry_layout",
-           "edge_entry_layout"]
+           "edge_entry_layout", "tail_launch_layout"]
 
 
 class WalkerState(enum.Enum, shape=3):
@@ -55,6 +55,11 @@ def node_entry_layout(cfg):
                               "programmatic": 1, "body": 1, "iterations": 24})
 
 
+def tail_launch_layout(cfg):
+    """A tail launch the running graph's kernels made: the graph's table and node count."""
+    return data.StructLayout({"table": ADDR_BITS, "nodes": cfg.node_bits + 1})
+
+
 def edge_entry_layout(cfg):
     """An edge as the walker holds it (a :class:`~gpufe.rtl.layouts.GraphEdge`, the successor
     narrowed to ``cfg.node_bits``)."""
@@ -86,6 +91,16 @@ class GraphWalker(wiring.Component):
       any node's). One conditional node runs at a time (the driver refuses a graph with more
       than one, or a body that holds one).
 
+    Device graph launch: a kernel's tail launch (``tail``) is queued with the run that
+    dispatched it; once every node of the run has completed (and every fire-and-forget launch
+    its kernels made, counted by ``child_launched`` and ``child_done``), the walker runs the
+    queued tail launches one after another, ``tail_start`` ns after the run before each
+    completes, on the same channel and sequence number, their nodes' records marked ``tail``.
+    A front end has a second walker (``device``) that runs the fire-and-forget launches, each
+    ``device_start`` ns after it arrives, its records marked ``dwalk``; its launches'
+    completions go to the first walker's ``child_done``. A host launch of a graph that holds
+    device-runtime code (``device_runtime``) takes ``runtime_start`` ns more to set up.
+
     When every node has completed the walker reports the launch's own completion (channel,
     seq), which releases whatever the channel posted behind the graph. Graph launches queue
     (``graph_queue``) and run one at a time. A launch of 0 nodes completes at once. One of more
@@ -104,7 +119,10 @@ class GraphWalker(wiring.Component):
     ----------
     cfg : FrontEndConfig
         Sizes: ``graph_nodes_max``, ``graph_edges_max``, ``graph_inflight_max`` and
-        ``graph_queue`` (each at least 1), ``dma_burst``, and the record widths.
+        ``graph_queue`` (each at least 1; ``graph_queue`` also the tail launches held), and
+        ``dma_burst``, and the record widths.
+    device : bool
+        The device-launch walker: launches are fire-and-forget device launches.
 
     Attributes
     ----------
@@ -130,8 +148,19 @@ class GraphWalker(wiring.Component):
         until taken.
     fault : Out(stream.Signature(fault_layout(cfg)))
         Valid for one cycle: the launch's channel, cause ``GRAPH``. ``ready`` is not looked at.
+    tail : In(stream.Signature(tail_launch_layout(cfg)))
+        Tail launches made by the running graph's kernels. Ready while their queue has room.
+    child_launched : In(1)
+        A fire-and-forget launch made by the running graph's kernels was accepted (its run
+        waits for it).
+    child_done : In(stream.Signature(completion_layout(cfg)))
+        A fire-and-forget launch completed. Always ready.
     graph_start : In(16)
         ns from taking a launch to its first node's dispatch.
+    device_start, tail_start, runtime_start : In(16)
+        ns from taking a fire-and-forget launch (``device`` walker) to its first dispatch; from
+        a run's completion to its tail launch's first dispatch; added to ``graph_start`` for a
+        launch of a graph that holds device-runtime code.
     cond_start : In(16)
         ns from a conditional node's iteration's start to its body's roots queued.
     now : In(64)
@@ -144,7 +173,7 @@ class GraphWalker(wiring.Component):
         Waiting only for node completions, DMA data, a launch or ``wake_at``.
     """
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, *, device=False):
         if not isinstance(cfg, FrontEndConfig):
             raise TypeError(f"GraphWalker: cfg must be a FrontEndConfig, not {type(cfg).__name__}")
         for field in ("graph_nodes_max", "graph_edges_max", "graph_inflight_max", "graph_queue"):
@@ -152,6 +181,7 @@ class GraphWalker(wiring.Component):
                 raise ValueError(f"GraphWalker: cfg.{field} must be at least 1, "
                                  f"not {getattr(cfg, field)}")
         self.cfg = cfg
+        self.device = device
         super().__init__({
             "launch": In(stream.Signature(graph_launch_layout(cfg))),
             "dma_req": Out(stream.Signature(dma_read_request_layout(cfg, 1))),
@@ -161,8 +191,14 @@ class GraphWalker(wiring.Component):
             "node_done": In(stream.Signature(completion_layout(cfg))),
             "graph_done": Out(stream.Signature(completion_layout(cfg))),
             "fault": Out(stream.Signature(fault_layout(cfg))),
+            "tail": In(stream.Signature(tail_launch_layout(cfg))),
+            "child_launched": In(1),
+            "child_done": In(stream.Signature(completion_layout(cfg))),
             "graph_start": In(16),
             "cond_start": In(16),
+            "device_start": In(16),
+            "tail_start": In(16),
+            "runtime_start": In(16),
             "now": In(64),
             "wake_at": Out(64),
             "state": Out(WalkerState),
@@ -177,6 +213,8 @@ class GraphWalker(wiring.Component):
 
         m.submodules.queue = queue = SyncFIFOBuffered(
             width=graph_launch_layout(cfg).size, depth=cfg.graph_queue)
+        m.submodules.tails = tails = SyncFIFOBuffered(width=tail_launch_layout(cfg).size,
+                                                      depth=cfg.graph_queue)
         m.submodules.ready = ready = SyncFIFOBuffered(width=nb, depth=cfg.graph_nodes_max)
         m.submodules.done = done = SyncFIFOBuffered(width=nb, depth=cfg.graph_inflight_max)
         # dispatched nodes whose programmatic edges are still to walk
@@ -207,6 +245,12 @@ class GraphWalker(wiring.Component):
                      done.w_en.eq(self.node_done.valid), done.w_data.eq(self.node_done.payload.node),
                      self.node_done.ready.eq(done.w_rdy)]
         head = data.View(graph_launch_layout(cfg), queue.r_data)
+        m.d.comb += [tails.w_en.eq(self.tail.valid), tails.w_data.eq(self.tail.payload),
+                     self.tail.ready.eq(tails.w_rdy), self.child_done.ready.eq(1)]
+        tail_head = data.View(tail_launch_layout(cfg), tails.r_data)
+        cur_tail = Signal()             # the running launch is a tail launch
+        children = Signal(16)           # fire-and-forget launches of the run not yet complete
+        m.d.sync += children.eq(children + self.child_launched - self.child_done.valid)
 
         state = Signal(WalkerState)
         m.d.comb += self.state.eq(state)
@@ -309,11 +353,15 @@ class GraphWalker(wiring.Component):
             with m.Elif(e.kind == GraphNodeKind.COPY):
                 m.d.sync += [yr.valid.eq(1), yr.payload.channel.eq(cur.channel),
                              yr.payload.seq.eq(cur.seq), yr.payload.node.eq(d_node),
+                             yr.payload.dwalk.eq(int(self.device)),
+                             yr.payload.tail.eq(cur_tail),
                              yr.payload.graph.eq(1), yr.payload.src.eq(e.descriptor << 8),
                              yr.payload.flags.eq(COPY_FLAG_DESCRIPTOR)]
             with m.Else():
                 m.d.sync += [cr.valid.eq(1), cr.payload.channel.eq(cur.channel),
                              cr.payload.seq.eq(cur.seq), cr.payload.node.eq(d_node),
+                             cr.payload.dwalk.eq(int(self.device)),
+                             cr.payload.tail.eq(cur_tail),
                              cr.payload.graph.eq(1), cr.payload.descriptor.eq(e.descriptor << 8),
                              offer_prog.eq(e.programmatic)]
 
@@ -420,29 +468,35 @@ class GraphWalker(wiring.Component):
         root_index = Signal(nb + 1)
         root_valid = Signal()
         m.d.comb += root_rp.addr.eq(root_index)
+
+        def begin(table, n, channel, set_up):
+            """Start a launch (taken from the queue, or a tail launch): its table loaded
+            unless it is the one on chip, its first dispatch ``set_up`` ns from now."""
+            m.d.sync += [done_count.eq(0), epoch.eq(epoch + 1),
+                         start_at.eq(self.now + set_up), cstate_c.eq(CondState.IDLE)]
+            with m.If((n > cfg.graph_nodes_max) | (n == 0)):
+                m.d.sync += state.eq(WalkerState.DONE)
+                m.d.comb += [self.fault.valid.eq(n != 0),
+                             self.fault.payload.channel.eq(channel),
+                             self.fault.payload.cause.eq(ErrorCause.GRAPH)]
+            with m.Elif(loaded & (table == loaded_table) & (n == loaded_nodes)):
+                m.d.sync += [state.eq(WalkerState.ROOTS), root_index.eq(0), root_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [state.eq(WalkerState.LOAD_NODES), loaded.eq(0),
+                             fetch_addr.eq(table), fetch_left.eq(n * GRAPH_NODE_DWORDS),
+                             load_index.eq(0), word.eq(0), n_roots.eq(0), n_edges.eq(0),
+                             node_words.eq(0), edges_over.eq(0), n_body.eq(0)]
         with m.Switch(state):
             with m.Case(WalkerState.IDLE):
                 with m.If(queue.r_rdy & ~gd.valid):
                     m.d.comb += queue.r_en.eq(1)
-                    m.d.sync += [cur.eq(head), done_count.eq(0), epoch.eq(epoch + 1),
-                                 start_at.eq(self.now + self.graph_start),
-                                 cstate_c.eq(CondState.IDLE)]
-                    with m.If((head.nodes > cfg.graph_nodes_max) | (head.nodes == 0)):
-                        m.d.sync += state.eq(WalkerState.DONE)
-                        m.d.comb += [self.fault.valid.eq(head.nodes != 0),
-                                     self.fault.payload.channel.eq(head.channel),
-                                     self.fault.payload.cause.eq(ErrorCause.GRAPH)]
-                    with m.Elif(loaded & (head.table == loaded_table)
-                                & (head.nodes == loaded_nodes)):
-                        m.d.sync += [state.eq(WalkerState.ROOTS), root_index.eq(0),
-                                     root_valid.eq(0)]
-                    with m.Else():
-                        m.d.sync += [state.eq(WalkerState.LOAD_NODES), loaded.eq(0),
-                                     fetch_addr.eq(head.table),
-                                     fetch_left.eq(head.nodes * GRAPH_NODE_DWORDS),
-                                     load_index.eq(0), word.eq(0), n_roots.eq(0),
-                                     n_edges.eq(0), node_words.eq(0), edges_over.eq(0),
-                                     n_body.eq(0)]
+                    if self.device:
+                        set_up = self.device_start
+                    else:
+                        set_up = self.graph_start + Mux(head.device_runtime, self.runtime_start,
+                                                        0)
+                    m.d.sync += [cur.eq(head), cur_tail.eq(0)]
+                    begin(head.table, head.nodes, head.channel, set_up)
             with m.Case(WalkerState.LOAD_NODES):
                 with m.If(rsp.valid):
                     with m.If(rsp.payload.error):
@@ -505,11 +559,25 @@ class GraphWalker(wiring.Component):
                 with m.If(root_index == n_roots):
                     m.d.sync += state.eq(WalkerState.RUN)
             with m.Case(WalkerState.RUN):
-                with m.If((done_count == cur.nodes - n_body) & (cstate == CompletionState.IDLE)):
-                    m.d.sync += state.eq(WalkerState.DONE)
+                with m.If((done_count == cur.nodes - n_body) & (cstate == CompletionState.IDLE)
+                          & (children == 0)):
+                    with m.If(tails.r_rdy):
+                        # its tail launch runs next, in its place
+                        m.d.comb += tails.r_en.eq(1)
+                        m.d.sync += [cur.table.eq(tail_head.table),
+                                     cur.nodes.eq(tail_head.nodes), cur_tail.eq(1)]
+                        begin(tail_head.table, tail_head.nodes, cur.channel, self.tail_start)
+                    with m.Else():
+                        m.d.sync += state.eq(WalkerState.DONE)
             with m.Case(WalkerState.DONE):
-                m.d.sync += [gd.valid.eq(1), gd.payload.channel.eq(cur.channel),
-                             gd.payload.seq.eq(cur.seq), state.eq(WalkerState.IDLE)]
+                with m.If(tails.r_rdy):
+                    # a faulted run's tail launches are dropped with it
+                    m.d.comb += tails.r_en.eq(1)
+                with m.Else():
+                    m.d.sync += [gd.valid.eq(1), gd.payload.channel.eq(cur.channel),
+                                 gd.payload.seq.eq(cur.seq),
+                                 gd.payload.dwalk.eq(int(self.device)),
+                                 state.eq(WalkerState.IDLE)]
 
         # quiet: waiting only for completions or DMA data (FIFO levels count entries that
         # have not reached the FIFO's output register yet)
@@ -520,6 +588,6 @@ class GraphWalker(wiring.Component):
                & ((cstate_c == CondState.IDLE) | cond_waiting
                   | ((cstate_c == CondState.RUN) & (body_done != cond_count)))
                & ~d_busy & ~offered & (cstate == CompletionState.IDLE)
-               & (done_count != cur.nodes - n_body))
+               & ((done_count != cur.nodes - n_body) | (children != 0)))
             | (loading & in_flight_read & ~req.valid & ~rsp.valid))
         return m

@@ -27,11 +27,13 @@ __all__ = [
     # CUDA graphs
     "GraphNodeKind", "GraphNode", "GraphEdge", "GRAPH_NODE_DWORDS", "GraphLaunchQueue",
     "GRAPH_LAUNCH_QUEUE_DWORDS", "GraphLaunchRecord", "GRAPH_LAUNCH_RECORD_DWORDS",
+    "DeviceGraph", "DEVICE_GRAPH_DWORDS", "DEVICE_LAUNCH_QUEUE", "GRAPH_LAUNCH_DEVICE_RUNTIME",
     # channel state and errors, CP state
     "ChannelState", "ErrorCause", "CPState",
     # records on the ports
     "ADDR_BITS", "dma_read_request_layout", "dma_read_response_layout", "DmaWrite",
     "launch_record_layout", "copy_record_layout", "completion_layout", "graph_launch_layout",
+    "device_launch_layout",
     "context_switch_layout", "retire_layout",
     "MmioWrite",
     # MMIO register map
@@ -234,6 +236,18 @@ class LaunchDescriptor(data.Struct):
     pdl_primary: 32
     trigger_ps: 64
     prologue_ps: 64
+    # model: device graph launch. ``device_runtime``: the kernel holds device-side
+    # cudaGraphLaunch code (linked against the device runtime, which its graph's host launches
+    # pay for); it calls it in block 0, ``dgl_count`` times per run that did not come from a
+    # tail launch (0: never), launching the graph whose :class:`DeviceGraph` is at
+    # ``dgl_graph`` (the cudaGraphExec_t it was given), as a tail launch (``dgl_tail``: after
+    # the launching graph completes) or fire-and-forget (at once, the launching graph waiting
+    # for it to complete)
+    device_runtime: 1
+    dgl_tail: 1
+    _r2: 30
+    dgl_count: 32
+    dgl_graph: 64
 
 
 LAUNCH_DESCRIPTOR_DWORDS = LaunchDescriptor.as_shape().size // 32
@@ -371,6 +385,28 @@ class GraphLaunchRecord(data.Struct):
 GRAPH_LAUNCH_RECORD_DWORDS = GraphLaunchRecord.as_shape().size // 32
 
 
+class DeviceGraph(data.Struct):
+    """model: an executable graph instantiated for device launch (cudaGraphInstantiateFlag-
+    DeviceLaunch), as the device runtime finds it through the cudaGraphExec_t a kernel passes
+    to device-side cudaGraphLaunch: its node table in device memory (the driver rewrites it
+    when an update gives the graph a new table), and its queue of device launches: a second
+    :class:`GraphLaunchQueue`, ``DEVICE_LAUNCH_QUEUE`` bytes after the one its nodes'
+    descriptors name, whose records the device runtime appends (``last``: the latest)."""
+    table: 64              # node table byte address
+    nodes: 32              # its nodes (the graph's own and its conditional node's body)
+    _r: 32
+    queue: 64              # its device launch queue
+    last: 64               # the launch record last appended to it
+
+
+DEVICE_GRAPH_DWORDS = DeviceGraph.as_shape().size // 32
+#: byte offset of a graph's device launch queue from its (host) launch queue
+DEVICE_LAUNCH_QUEUE = 64
+
+#: GRAPH_LAUNCH data bit: the graph holds device-runtime code (its set-up takes longer)
+GRAPH_LAUNCH_DEVICE_RUNTIME = 1 << 31
+
+
 class CPState(enum.Enum, shape=3):
     """The command processor's state machine (which PBDMA it decodes)."""
     ARBITRATE = 0
@@ -409,12 +445,20 @@ def dma_read_response_layout(cfg, tag_bits=None):
 DmaWrite = data.StructLayout({"address": ADDR_BITS, "data": 64, "wide": 1})
 
 
+#: a graph node's dispatch from a device-launched run: ``dwalk`` from the device-launch
+#: walker (a fire-and-forget launch, or a tail launch made there), ``tail`` a tail launch's
+#: run; the completion echoes ``dwalk``
+_device_fields = {"dwalk": 1, "tail": 1}
+
+
 def launch_record_layout(cfg):
     """Compute dispatch: which channel, its dispatch sequence number, the descriptor address;
     for a graph node, ``graph`` is set and ``node`` is its index. Engines echo channel, seq,
     node and graph in the completion."""
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
-                              "descriptor": ADDR_BITS, "node": cfg.node_bits, "graph": 1})
+                              "descriptor": ADDR_BITS, "node": cfg.node_bits, "graph": 1,
+                              **_device_fields})
+
 
 
 def copy_record_layout(cfg):
@@ -424,7 +468,7 @@ def copy_record_layout(cfg):
     :func:`launch_record_layout`."""
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
                               "src": ADDR_BITS, "dst": ADDR_BITS, "length": 32, "flags": 32,
-                              "node": cfg.node_bits, "graph": 1})
+                              "node": cfg.node_bits, "graph": 1, **_device_fields})
 
 
 def completion_layout(cfg):
@@ -433,13 +477,26 @@ def completion_layout(cfg):
     syncpoint ``index`` is set to ``value`` as it completes, without a channel release."""
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
                               "node": cfg.node_bits, "graph": 1, "release": 1,
-                              "index": cfg.sp_bits, "value": 32})
+                              "index": cfg.sp_bits, "value": 32, "dwalk": 1})
 
 
 def graph_launch_layout(cfg):
-    """CP -> graph walker: run the graph whose table is at ``table`` for a channel."""
+    """CP -> graph walker: run the graph whose table is at ``table`` for a channel
+    (``device_runtime``: its kernels hold device-runtime code)."""
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
-                              "table": ADDR_BITS, "nodes": cfg.node_bits + 1})
+                              "table": ADDR_BITS, "nodes": cfg.node_bits + 1,
+                              "device_runtime": 1})
+
+
+def device_launch_layout(cfg):
+    """Engines -> front end: a kernel's device-side cudaGraphLaunch, once the call has put it
+    in the device runtime's queue: the graph's table and node count; ``tail`` a tail launch
+    (for the walker that dispatched the kernel, ``dwalk``), else fire-and-forget (run on the
+    device-launch walker, as a child of the run whose kernel launched it: ``channel``,
+    ``seq``)."""
+    return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
+                              "table": ADDR_BITS, "nodes": cfg.node_bits + 1, "tail": 1,
+                              "dwalk": 1})
 
 
 def context_switch_layout(cfg):
@@ -476,7 +533,7 @@ CHANNEL_REGS = 8
 GLOBAL_PAGE = 0x8000
 
 
-class GlobalReg(enum.Enum, shape=4):
+class GlobalReg(enum.Enum, shape=5):
     """Global registers at MMIO dword index ``GLOBAL_PAGE + reg``."""
     STATUS = 0             # bit0 write to a missing channel, bit1 GP_PUT outside the ring,
                            # bit2 bad ring size; bits 31:16 offending register address;
@@ -498,6 +555,11 @@ class GlobalReg(enum.Enum, shape=4):
     GRAPH_START = 13       # ns from a graph launch to its first node's dispatch (its set-up)
     COND_START = 14        # ns from a conditional node's iteration's start to its body's roots
                            # queued (the condition read, the body's launch on the device)
+    DEVICE_START = 15      # ns from a fire-and-forget device launch to its first node's
+                           # dispatch
+    TAIL_START = 16        # ns from a run's completion to its tail launch's first dispatch
+    RUNTIME_START = 17     # ns a host launch of a graph holding device-runtime code adds to
+                           # its set-up
 
 
 STATUS_BAD_CHANNEL = 1 << 0

@@ -35,6 +35,16 @@ The rules, as CUDA states them:
   serialises calls that overlap: a stream's lock is held to the call's end), which the
   timeline tells (each runtime record carries its thread's name, ``tid``);
 - priorities never break an ordering; copies of every kind are stream work like kernels;
+- device graph launch: a kernel node holding ``device_graph_launch`` code (count N > 0) calls
+  it in its first N runs after a launch from the host (a fire-and-forget launch's run counts
+  afresh; a tail launch's run goes on counting). A fire-and-forget launch runs the graph as
+  a child: its root nodes start after the launching kernel starts, and the launching run is
+  complete (its stream goes on, the next launch of its executable graph starts) only after
+  the child's nodes have ended. A tail launch runs the graph after the launching run and its
+  children have ended, in the stream's place (tail launches made in one run: in node order,
+  each after the one before). Device-launched nodes carry the ``corr`` of the host launch
+  they descend from and ``device_launched``; their runs of one node are told apart by start;
+  kernels of a stream may hold the code but not call it (count 0);
 - programmatic dependent launch: a kernel launched with ``pdl`` whose stream's latest work is
   a kernel (issued right before it, with no event wait between) may start before that kernel
   (its primary) ends, but not before it starts; its blocks' work after
@@ -118,7 +128,10 @@ class Edge:
                  "graph-edge": "graph dependency", "graph-in-stream": "graph launch in stream "
                  "order", "graph-exec-serial": "launches of one executable graph in order",
                  "conditional-iteration": "a conditional node's body runs one after another",
-                 "programmatic": "programmatic dependent launch (PDL)"}
+                 "programmatic": "programmatic dependent launch (PDL)",
+                 "device-launch": "a fire-and-forget device graph launch (its child starts "
+                                  "after the launching kernel starts)",
+                 "tail-launch": "a tail launch (after the launching graph's run)"}
         text = names.get(self.rule, self.rule)
         if self.hops:
             text += " via " + " -> ".join(self.hops)
@@ -158,6 +171,7 @@ class Work:
     iteration: int = None            # a conditional node's body: its run (of ``runs``)
     runs: int = 1
     record: dict = None
+    device: bool = False             # a node of a device-launched run
 
     def __hash__(self):
         return self.index
@@ -230,10 +244,21 @@ class _Capture:
     active: bool = True
 
 
+class _Launching(str):
+    """A kernel node's label that holds device-side cudaGraphLaunch code: its name, with the
+    graph it launches, whether as a tail launch, and its calls per run."""
+    def __new__(cls, name, graph, tail, count):
+        obj = super().__new__(cls, name)
+        obj.target, obj.tail, obj.count = graph, tail, count
+        return obj
+
+
 @dataclass
 class _Exec:
     graph: list                      # nodes, as _Capture.nodes
     last_sinks: list = None          # Works of its latest launch's sink nodes
+    device: bool = False             # instantiated for device launch
+    targets: dict = field(default_factory=dict)     # node -> the _Exec it launches
 
 
 @dataclass
@@ -297,10 +322,75 @@ def analyse(workload, calls=None):
     def capturing():
         return sorted(s.name for s in streams.values() if s.capture is not None)
 
-    def new_work(call, s, kind, label, node=None):
-        w = Work(len(works), kind, label, call, s.name, s.seq, node)
+    def new_work(call, s, kind, label, node=None, device=False):
+        w = Work(len(works), kind, str(label), call, s.name, s.seq, node, device=device)
         works.append(w)
         return w
+
+    def run_graph(call, s, x, root_preds, device, calls_left, tail_run):
+        """Works of one run of executable graph ``x`` (its roots after ``root_preds``), with
+        its fire-and-forget children; its sinks (children's included) and the tail launches
+        its kernels made, in node order."""
+        nodes = x.graph
+        # each node's completion: the work that stands for it (a conditional node: its
+        # body's last run's sinks, or what it followed if the body never runs)
+        exits, has_succ, first = {}, set(), len(nodes)
+        children, tails = [], []
+        for i, (kind, label, deps, prog) in enumerate(nodes):
+            if deps:
+                preds = {w: Edge("programmatic" if d in prog else "graph-edge")
+                         for d in sorted(deps) for w in exits[d]}
+                has_succ.update(deps)
+            else:
+                preds = dict(root_preds)
+            if kind != "conditional":
+                w = new_work(call, s, kind, label, node=i, device=device)
+                w.preds = preds
+                exits[i] = [w]
+                if isinstance(label, _Launching) and label.count:
+                    key = (id(x), i)
+                    left = calls_left.get(key, label.count) if tail_run else label.count
+                    calls_left[key] = max(left - 1, 0)
+                    if left:
+                        t = x.targets[i]
+                        if label.tail:
+                            tails.append(t)
+                        else:
+                            children += run_chain(call, s, t, {w: Edge("device-launch")},
+                                                  True, calls_left)
+                continue
+            _, body, runs = label
+            for it in range(runs):
+                # the body's nodes are numbered after the graph's own (the table's order)
+                bw = [new_work(call, s, bk, bl, node=first + j, device=device)
+                      for j, (bk, bl, _, _) in enumerate(body)]
+                body_succ = set()
+                for j, (_, _, bdeps, bprog) in enumerate(body):
+                    bw[j].iteration, bw[j].runs = it, runs
+                    if bdeps:
+                        bw[j].preds = {bw[d]: Edge("programmatic" if d in bprog
+                                                   else "graph-edge")
+                                       for d in sorted(bdeps)}
+                        body_succ.update(bdeps)
+                    else:
+                        bw[j].preds = dict(preds)
+                preds = {bw[j]: Edge("conditional-iteration") for j in range(len(body))
+                         if j not in body_succ}
+            exits[i] = list(preds)
+            first += len(body)
+        sinks = [w for i in range(len(nodes)) if i not in has_succ for w in exits[i]]
+        return sinks + children, tails
+
+    def run_chain(call, s, x, root_preds, device, calls_left):
+        """A run of ``x`` and then the tail launches it makes (and they make), one after
+        another, each after the run before it: the last run's sinks."""
+        sinks, tails = run_graph(call, s, x, root_preds, device, calls_left, False)
+        while tails:
+            t = tails.pop(0)
+            sinks, more = run_graph(call, s, t, {w: Edge("tail-launch") for w in sinks},
+                                    True, calls_left, True)
+            tails += more
+        return sinks
 
     for call in calls:
         op, k = call.op, call.kind
@@ -317,6 +407,9 @@ def analyse(workload, calls=None):
             kind = "kernel" if k == "launch_kernel" else "memcpy"
             label = op["kernel"] if k == "launch_kernel" else f"memcpy {op['kind']}"
             pdl = k == "launch_kernel" and op.get("pdl") and s.last_kernel is not None
+            dgl = op.get("device_graph_launch") if k == "launch_kernel" else None
+            if dgl is not None:
+                label = _Launching(label, dgl["graph"], dgl["mode"] == "tail", dgl["count"])
             if s.capture is not None:
                 cap = s.capture
                 deps = frozenset(cap.frontier[s.name])
@@ -325,6 +418,9 @@ def analyse(workload, calls=None):
                 cap.frontier[s.name] = {len(cap.nodes) - 1}
                 s.last_kernel = len(cap.nodes) - 1 if kind == "kernel" else None
                 continue
+            if dgl is not None and dgl["count"]:
+                bad(call, "device-side cudaGraphLaunch from a kernel launched into a stream "
+                          "(CUDA launches graphs from the device only from graphs' kernels)")
             s.seq += 1
             w = new_work(call, s, kind, label)
             w.preds = dict(s.frontier.items())
@@ -409,7 +505,24 @@ def analyse(workload, calls=None):
         elif k == "graph_instantiate":
             if op["graph"] not in graphs:
                 bad(call, "unknown graph")
-            execs[op["graph"]] = _Exec(list(graphs[op["graph"]]))
+            x = _Exec(list(graphs[op["graph"]]), device=bool(op.get("device_launch")))
+            flat = [(i, n) for i, n in enumerate(x.graph)]
+            for i, (kind, label, _, _) in flat:
+                if kind == "conditional" and any(isinstance(b[1], _Launching) and b[1].count
+                                                 for b in label[1]):
+                    bad(call, "a conditional node's body launches graphs from the device "
+                              "(not modelled)")
+                if not (isinstance(label, _Launching) and label.count):
+                    continue
+                if x.device and not label.tail:
+                    bad(call, "a graph for device launch whose kernels launch graphs "
+                              "fire-and-forget (not modelled)")
+                t = x if label.target == op["graph"] else execs.get(label.target)
+                if t is None or not t.device:
+                    bad(call, f"kernel {label} launches graph {label.target} from the device, "
+                              f"which is not instantiated for device launch")
+                x.targets[i] = t
+            execs[op["graph"]] = x
         elif k == "graph_create":
             if op["graph"] in graphs:
                 bad(call, "the graph exists")
@@ -443,45 +556,21 @@ def analyse(workload, calls=None):
             if s.capture is not None:
                 bad(call, "a graph launched into a capturing stream (child graphs)")
             s.seq += 1
-            nodes = x.graph
-            # each node's completion: the work that stands for it (a conditional node: its
-            # body's last run's sinks, or what it followed if the body never runs)
-            exits, has_succ, first = {}, set(), len(nodes)
-            for i, (kind, label, deps, prog) in enumerate(nodes):
-                if deps:
-                    preds = {w: Edge("programmatic" if d in prog else "graph-edge")
-                             for d in sorted(deps) for w in exits[d]}
-                    has_succ.update(deps)
-                else:
-                    preds = {p: (Edge("graph-in-stream") if e.rule == "stream" else e)
-                             for p, e in s.frontier.items()}
-                    for p in x.last_sinks or ():
-                        preds.setdefault(p, Edge("graph-exec-serial"))
-                if kind != "conditional":
-                    w = new_work(call, s, kind, label, node=i)
-                    w.preds = preds
-                    exits[i] = [w]
-                    continue
-                _, body, runs = label
-                for it in range(runs):
-                    # the body's nodes are numbered after the graph's own (the table's order)
-                    bw = [new_work(call, s, bk, bl, node=first + j) for j, (bk, bl, _, _)
-                          in enumerate(body)]
-                    body_succ = set()
-                    for j, (_, _, bdeps, bprog) in enumerate(body):
-                        bw[j].iteration, bw[j].runs = it, runs
-                        if bdeps:
-                            bw[j].preds = {bw[d]: Edge("programmatic" if d in bprog
-                                                       else "graph-edge")
-                                           for d in sorted(bdeps)}
-                            body_succ.update(bdeps)
-                        else:
-                            bw[j].preds = dict(preds)
-                    preds = {bw[j]: Edge("conditional-iteration") for j in range(len(body))
-                             if j not in body_succ}
-                exits[i] = list(preds)
-                first += len(body)
-            sinks = [w for i in range(len(nodes)) if i not in has_succ for w in exits[i]]
+            roots = {p: (Edge("graph-in-stream") if e.rule == "stream" else e)
+                     for p, e in s.frontier.items()}
+            for p in x.last_sinks or ():
+                roots.setdefault(p, Edge("graph-exec-serial"))
+            first_work = len(works)
+            # (its tail launches run in the stream's place)
+            sinks = run_chain(call, s, x, roots, False, {})
+            # device-launched runs of one node are told apart by start
+            runs = {}
+            for w in works[first_work:]:
+                if w.device:
+                    runs.setdefault((w.node, w.label), []).append(w)
+            for group in runs.values():
+                for it, w in enumerate(group):
+                    w.iteration, w.runs = it, len(group)
             x.last_sinks = sinks
             s.frontier = Frontier()
             for w in sinks:
@@ -602,7 +691,10 @@ def _map_work(prog, records, chk):
         claimed.add(corr)
         mine = by_corr.get(corr, [])
         if w.node is not None:
-            mine = [r for r in mine if (r.get("graph_node") or 0) & 0xFFFFFFFF == w.node]
+            mine = [r for r in mine if (r.get("graph_node") or 0) & 0xFFFFFFFF == w.node
+                    and bool(r.get("device_launched")) == w.device]
+            if w.device and w.kind == "kernel":
+                mine = [r for r in mine if r.get("name") == w.label]
         if w.iteration is not None and len(mine) == w.runs:
             # a conditional node's body node: one record a run, the runs in order
             mine = [sorted(mine, key=lambda r: (r.get("start") or 0))[w.iteration]]
@@ -707,6 +799,13 @@ def check(workload, records):
             cls = f"{edge.rule}:{p.cls}->{w.cls}" + (":transitive" if depth > 1 else "")
             if edge.rule == "programmatic":
                 _check_programmatic(chk, cls, w, p, edge)
+                continue
+            if edge.rule == "device-launch":
+                chk.after(edge.rule, cls, r.get("start"), p.record.get("start"),
+                          f"{w.describe()} starts at {r.get('start')} ns, before "
+                          f"{p.describe()}, which launched its graph, starts at "
+                          f"{p.record.get('start')} ns", after=w.describe(),
+                          before=p.describe(), edge=edge.describe())
                 continue
             chk.after(edge.rule, cls, r.get("start"), p.record.get("end"),
                       f"{w.describe()} starts at {r.get('start')} ns, before "

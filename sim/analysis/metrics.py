@@ -103,6 +103,18 @@ SCENARIO_METRICS = {
                          "repetitions",
     "cond_wall_per_iter_us": "cond: a repetition's launch and synchronisation / its "
                              "iterations (runs without a gate)",
+    "dl_period_us": "devlaunch: graph G's first kernel's start, one iteration to the next "
+                    "(its stamps; the model: its starts), median over iterations and "
+                    "repetitions",
+    "dl_ctrl_to_next_us": "devlaunch: G's control kernel's start -> the next iteration's "
+                          "first kernel's start",
+    "dl_first_to_ctrl_us": "devlaunch: G's first kernel's start -> its control kernel's",
+    "dl_call_us": "devlaunch: the launcher kernel's device-side cudaGraphLaunch "
+                  "(fire-and-forget) call, timer read before to after",
+    "dl_ret_to_first_us": "devlaunch: the launcher's call returned -> the launched G's first "
+                          "kernel's start",
+    "dl_wall_per_iter_us": "devlaunch: a repetition's launch and synchronisation / m "
+                           "(runs without a gate)",
     "pdl_exit_period_us": "pdl: exit of chain kernel i+1 - exit of kernel i (block 0's "
                           "stamps; the model: its last block's code end, the record's "
                           "``exit``), pooled over repetitions",
@@ -853,5 +865,50 @@ def _cond(records):
             "cond_wall_per_iter_us": _us(_median(walls))}
 
 
+#: devlaunch: graph G's kernels (each stamps its start) and the launcher of mode 1 and 3
+DL_GRAPH_KERNELS = ("k_stamp", "k_ctrl", "k_ctrl_plain")
+DL_LAUNCHER = "k_launcher"
+
+
+def _devlaunch(records):
+    """Graph G's iterations: from the trace's dl_rep records (each of G's kernels' start
+    stamps, b + 1 an iteration; the launcher's timer reads around its device-side call), or
+    the model's kernel records in each repetition (G's kernels' starts by start, the
+    launchers' starts and ``graph_launched``); a run with a gate has no wall figure."""
+    p = records[0].get("params") or {}
+    b, gated = int(p.get("b", 1)), int(p.get("gate", 0)) > 0
+    runs = []            # per repetition: (G's starts, [(call, return)], wall, iterations)
+    reps = [r for r in records if r["kind"] == "meta" and r["what"] == "dl_rep"]
+    if reps:
+        for r in reps:
+            ls = r["lstamps"]
+            runs.append((r["stamps"], list(zip(ls[::2], ls[1::2])), r["wall_ns"],
+                         int(p.get("m", 10))))
+    else:
+        windows = repetitions(records).get(None, [])
+        for (a, e), ks in zip(windows, _kernels_by_rep(records).get(None, [])):
+            ctrl = sum(1 for k in ks if k["name"] in DL_GRAPH_KERNELS[1:])
+            b = sum(1 for k in ks if k["name"] == DL_GRAPH_KERNELS[0]) // max(ctrl, 1)
+            gated = gated or any(k["name"] == GATE for k in ks)
+            runs.append(([k["start"] for k in ks if k["name"] in DL_GRAPH_KERNELS],
+                         [(k["start"], k["graph_launched"]) for k in ks
+                          if k["name"] == DL_LAUNCHER and "graph_launched" in k], e - a, ctrl))
+    period, to_next, to_ctrl, call, ret, walls = [], [], [], [], [], []
+    stride = b + 1
+    for starts, launcher, wall, m in runs:
+        firsts = starts[::stride]
+        ctrls = starts[b::stride]
+        period += [y - x for x, y in zip(firsts, firsts[1:]) if x and y]
+        to_next += [y - x for x, y in zip(ctrls, firsts[1:]) if x and y]
+        to_ctrl += [c - f for f, c in zip(firsts, ctrls) if f and c]
+        call += [t1 - t0 for t0, t1 in launcher if t0 and t1]
+        ret += [f - t1 for (_, t1), f in zip(launcher, firsts) if t1 and f]
+        if not gated and m:
+            walls.append(wall / m)
+    return {"dl_period_us": _us(_median(period)), "dl_ctrl_to_next_us": _us(_median(to_next)),
+            "dl_first_to_ctrl_us": _us(_median(to_ctrl)), "dl_call_us": _us(_median(call)),
+            "dl_ret_to_first_us": _us(_median(ret)), "dl_wall_per_iter_us": _us(_median(walls))}
+
+
 _SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl,
-                     "threads": _threads, "cond": _cond}
+                     "threads": _threads, "cond": _cond, "devlaunch": _devlaunch}

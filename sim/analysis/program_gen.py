@@ -7,7 +7,9 @@ waits (on events recorded or not yet recorded), host synchronisations and querie
 sleeps, marks, repeats, CUDA graphs captured with fork and join across several streams
 (origin stream records a fork event, other streams wait on it and join, work and events
 between them, every joined stream joined back to the origin through an event) then
-instantiated and launched, several times and into various streams, and now and then a
+instantiated and launched, several times and into various streams, device graph launches
+(a graph instantiated for device launch that may tail-launch itself, launched from another
+graph's kernel fire-and-forget or as a tail launch, and from the host), and now and then a
 program that fills a channel's GPFIFO ring behind a long gate kernel so that kickoffs block.
 
 Rules kept so that every program is valid: events are referenced only after their
@@ -37,6 +39,8 @@ class _Gen:
         # and conditional nodes theirs
         self.r_cond = random.Random(f"gpufe-ordering-cond/{seed}")
         self.n_cond = 0
+        # and device graph launches theirs
+        self.r_dl = random.Random(f"gpufe-ordering-devlaunch/{seed}")
         self.mc = self.r.choice(list(connections)) if connections else self.r.randint(1, 32)
         self.streams = []
         self.events = []             # normal events (never recorded inside a capture)
@@ -300,6 +304,53 @@ class _Gen:
         self.graphs.append(graph)
         return ops + [self.graph_launch()]
 
+    def device_launches(self):
+        """A graph D instantiated for device launch (a few kernels, the last one sometimes
+        tail-launching D again, up to 4 times), and a graph L whose kernels launch D
+        (fire-and-forget or as a tail launch; count 0 sometimes: the code only); each
+        launched from the host a few times, and a stream kernel holding the code unused."""
+        c = self.r_dl
+        self.n_graphs += 2
+        d, l = f"g{self.n_graphs - 1}", f"g{self.n_graphs}"
+        s = c.choice(self.streams)
+
+        def kernel(name, dgl=None):
+            op = {"op": "launch_kernel", "stream": s, "kernel": name,
+                  "grid": [c.choice([1, 2, 132, 300])], "block": [c.choice([32, 256])],
+                  "block_ns": c.choice([0, 500, 3000, 20000])}
+            if dgl is not None:
+                op["device_graph_launch"] = dgl
+            return op
+
+        n = c.randint(1, 3)
+        ops = [{"op": "stream_begin_capture", "stream": s}]
+        ops += [kernel(f"{d}_k{i}") for i in range(n - 1)]
+        loop = c.random() < 0.5
+        ops.append(kernel(f"{d}_k{n - 1}", {"graph": d, "mode": "tail",
+                                            "count": c.randint(0, 4)} if loop else None))
+        ops += [{"op": "stream_end_capture", "stream": s, "graph": d},
+                {"op": "graph_instantiate", "graph": d, "device_launch": True},
+                {"op": "stream_begin_capture", "stream": s}]
+        m = c.randint(1, 3)
+        at = c.randrange(m)
+        for i in range(m):
+            dgl = None
+            if i == at:
+                dgl = {"graph": d, "mode": c.choice(["fire_and_forget", "fire_and_forget",
+                                                      "tail"]),
+                       "count": c.choice([1, 1, 1, 0])}
+            ops.append(kernel(f"{l}_k{i}", dgl))
+        ops += [{"op": "stream_end_capture", "stream": s, "graph": l},
+                {"op": "graph_instantiate", "graph": l}]
+        self.graphs += [d, l]
+        for _ in range(c.randint(1, 4)):
+            ops.append({"op": "graph_launch", "graph": c.choice([l, l, d]),
+                        "stream": c.choice(self.streams)})
+        if c.random() < 0.3:
+            ops.append(dict(kernel(f"{d}_host"), stream=c.choice(self.streams),
+                            device_graph_launch={"graph": d, "mode": "tail", "count": 0}))
+        return ops
+
     def fill(self):
         """A long gate kernel and more launches behind it than the GPFIFO ring holds, so that
         kickoffs block until the GPU reads on."""
@@ -362,6 +413,8 @@ class _Gen:
                 prog.append(self.simple())
         if self.r_cond.random() < 0.3:
             prog += self.conditional_graph()
+        if self.r_dl.random() < 0.3:
+            prog += self.device_launches()
         if r.random() < 0.8:
             prog.append({"op": "device_synchronize"})
         return prog

@@ -414,12 +414,74 @@ def _cond(p, sms):
     return prog + [_repeat(reps, rep)]
 
 
+#: devlaunch's modes: host launches, fire-and-forget from a launcher kernel, tail
+#: self-relaunch, a tail loop started fire-and-forget, host launches of a graph whose
+#: control kernel holds no device-launch code
+DEVLAUNCH_MODES = ("host", "ff", "tail", "tailff", "hostplain")
+
+
+def _devlaunch(p, sms):
+    """fe_trace2 devlaunch: graph G = b k_stamp kernels then a control kernel (each stamps
+    its start; k_ctrl holds device-side cudaGraphLaunch code, k_ctrl_plain, mode 4, none),
+    run m times after k_set: launched m times from the host (mode 0, 4); by m host launches
+    of a graph L whose one kernel, k_launcher, launches G fire-and-forget (1); by one host
+    launch of G whose control kernel tail-launches G while the counter lasts, m - 1 times (2);
+    as 2, started by one launch of L (3). G is instantiated for device launch in modes 1-3.
+    Each repetition (behind a gate kernel when gate > 0) is launched and synchronised, the
+    counters read back (two cudaMemcpy, the trace's drain), then the error word and the
+    stamps (three cudaMemcpy); the memsets before it have no op (a device synchronize
+    follows them)."""
+    b, m, mode = _arg(p, "b", 1), _arg(p, "m", 10), _arg(p, "mode", 0)
+    reps, gate = _arg(p, "reps", 3), _arg(p, "gate", 0)
+    if not 0 <= mode < len(DEVLAUNCH_MODES):
+        raise ScenarioError(f"devlaunch mode {mode}: 0..{len(DEVLAUNCH_MODES) - 1}")
+
+    def kernel(name, dgl=None):
+        k = {"op": "launch_kernel", "stream": "s", "kernel": name, "grid": [1, 1, 1],
+             "block": [32, 1, 1]}
+        if dgl is not None:
+            k["device_graph_launch"] = dgl
+        return k
+
+    def capture(graph, ops):
+        return ([{"op": "stream_begin_capture", "stream": "s"}] + ops
+                + [{"op": "stream_end_capture", "stream": "s", "graph": graph}])
+
+    def launch(graph):
+        return {"op": "graph_launch", "graph": graph, "stream": "s"}
+
+    relaunch = mode in (2, 3)
+    ctrl = (kernel("k_ctrl_plain") if mode == 4 else
+            kernel("k_ctrl", {"graph": "G", "mode": "tail", "count": m - 1 if relaunch else 0}))
+    sync = {"op": "stream_synchronize", "stream": "s"}
+    prog = [{"op": "stream_create", "name": "s"}]
+    prog += capture("G", [kernel("k_stamp")] * b + [ctrl])
+    prog += [{"op": "graph_instantiate", "graph": "G", "device_launch": 1 <= mode <= 3}, sync]
+    if mode in (1, 3):
+        prog += capture("L", [kernel("k_launcher", {"graph": "G", "mode": "fire_and_forget"})])
+        prog += [{"op": "graph_instantiate", "graph": "L"}]
+    host = "L" if mode in (1, 3) else "G"
+    one = [kernel("k_set"), _repeat(1 if relaunch else m, [launch(host)])]
+
+    def copies(sizes):
+        return [x for n in sizes for x in ({"op": "memcpy_async", "stream": "s", "kind": "d2h",
+                                             "bytes": n}, sync)]
+
+    stamps = (m + 4) * (b + 1) * 8
+    prog += one + [sync] + copies((4, 4)) + [{"op": "device_synchronize"}]
+    rep = ([{"op": "device_synchronize"}, _mark("rep_begin")]
+           + ([_gate("s", gate)] if gate else []) + one
+           + [_mark("issued"), sync, _mark("rep_end")] + copies((4, 4))
+           + [{"op": "device_synchronize"}] + copies((4, stamps, (m + 4) * 16)))
+    return prog + [_repeat(reps, rep)]
+
+
 PROGRAMS = {"chain": _chain, "hyperq": _hyperq, "events": _events, "xstream": _xstream,
             "priority": _priority, "copy": _copy, "sync": _sync, "grid": _grid,
             "actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl,
-            "threads": _threads, "cond": _cond}
+            "threads": _threads, "cond": _cond, "devlaunch": _devlaunch}
 #: programs of fe_trace2.cu (the second set), the others are fe_trace.cu's
-FE_TRACE2 = {"actgap", "procs", "gupdate", "pdl", "threads", "cond"}
+FE_TRACE2 = {"actgap", "procs", "gupdate", "pdl", "threads", "cond", "devlaunch"}
 #: programs whose workload is several host threads (``threads``), not one program
 THREADED = {"threads"}
 
@@ -493,7 +555,9 @@ PDL_MODES = ((0, 0), (1, 0), (1, 1))
 #: 100-iteration runs with it. threads: every T, own streams and a shared one, without CUPTI (the
 #: CUPTI runs, 0.2-1.8 MB each, are left out: their host-side figures are in FIGURES.md).
 #: pdl: the in-kernel stamp runs, every mode, stream (behind a gate) and graph,
-#: without CUPTI, and with it for no PDL and PDL with an early trigger at ns = 2000
+#: without CUPTI, and with it for no PDL and PDL with an early trigger at ns = 2000.
+#: devlaunch: every mode at m = 100, with and without CUPTI, and the host-launched and
+#: fire-and-forget ones behind a gate too (tailff was recorded with CUPTI only)
 FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                     + [f"nocupti_actgap_stamp_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                     + ["procs_small_P1", "procs_small_P2", "procs_long_P1", "procs_long_P2",
@@ -507,7 +571,11 @@ FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                        if t > 1 or not sh]
                     + [f"{p}cond{h}_b1_m{m}{g}" for p in ("", "nocupti_") for h in ("", "host")
                        for m in (100, 1000) for g in ("", "_gate")
-                       if not (g and not h) and (p or m == 100)])
+                       if not (g and not h) and (p or m == 100)]
+                    + [f"{p}dl_{mode}_b1_m100{g}" for p in ("", "nocupti_")
+                       for mode in DEVLAUNCH_MODES for g in ("", "_gate")
+                       if not (g and mode in ("tail", "tailff"))
+                       and not (p and mode == "tailff")])
 
 
 def bundle_fe_trace2(src, device="h200", names=FE_TRACE2_BUNDLE):

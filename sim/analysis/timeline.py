@@ -42,6 +42,9 @@ def finish_record(rec):
         if getattr(job, "sync", None) is not None:
             # PDL: block 0's dependency wait returned, the last block's code ended
             r["sync"], r["exit"] = job.sync // 1000, job.exit_at // 1000
+        if getattr(job, "graph_launched", None) is not None:
+            # block 0's device-side cudaGraphLaunch returned
+            r["graph_launched"] = job.graph_launched // 1000
     return r
 
 

@@ -38,7 +38,9 @@ PROGRAM_METRICS = {"sync": ("sync_return_us",),
                    "gupdate": tuple(m for m, *_ in GUPDATE_INTERVALS),
                    "pdl": ("pdl_exit_period_us", "pdl_dep_latency_us", "pdl_resident_wait_us"),
                    "threads": ("thread_launch_us", "threads_launches_per_us"),
-                   "cond": ("cond_iteration_us", "cond_wall_per_iter_us")}
+                   "cond": ("cond_iteration_us", "cond_wall_per_iter_us"),
+                   "devlaunch": ("dl_period_us", "dl_ctrl_to_next_us", "dl_first_to_ctrl_us",
+                                 "dl_call_us", "dl_ret_to_first_us", "dl_wall_per_iter_us")}
 
 
 def profiler_of(name):
@@ -72,8 +74,10 @@ _MEASURED = {}
 def all_metrics(records, program):
     """The metrics of a timeline and the figures of its program (``scenario_metrics``): what
     a scenario compares, the same code on the reference trace and on the model's
-    timeline."""
-    return {**metrics(records), **scenario_metrics(records, program)}
+    timeline. The timeline's metrics leave out kernels of device-launched graphs, which
+    CUPTI does not record (the program's figures, from in-kernel stamps, take them)."""
+    seen = [r for r in records if not r.get("device_launched")]
+    return {**metrics(seen), **scenario_metrics(records, program)}
 
 
 def measured_metrics(name, device="h200"):

@@ -45,7 +45,7 @@ from amaranth.hdl import Value
 from amaranth.lib import data, enum
 from amaranth.sim import Simulator
 
-INPUT_STREAMS = ("mmio", "dma_read_resp", "compute_done", "copy_done")
+INPUT_STREAMS = ("mmio", "dma_read_resp", "compute_done", "copy_done", "device_launch")
 OUTPUT_STREAMS = ("dma_read_req", "dma_write", "compute", "copy", "context", "retired")
 BUSY_CAP = 50_000_000        # cycles the RTL may stay busy with nothing external happening
 _NEVER = 1 << 127            # a cycle no run reaches

@@ -264,7 +264,7 @@ def _elaborated_elsewhere(dut):
     """Amaranth warns of a design object it never elaborated: a cached build is never
     converted here, so say it is used."""
     for part in (dut, dut.doorbell, dut.fetcher, dut.fifo, dut.cp, dut.syncpoint, dut.walker,
-                 dut.runlist, dut.pbdma):
+                 dut.device_walker, dut.runlist, dut.pbdma):
         part._MustUse__silence = True
 
 

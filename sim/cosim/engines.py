@@ -23,6 +23,16 @@ prologue, then waits in cudaGridDependencySynchronize until ``pdl_flush_ns`` aft
 primary's last block exits, then its ``block_ns``; the block's own overhead follows its code.
 A primary that has completed by the time the dependent arrives holds nothing.
 
+Device graph launch: a kernel whose descriptor says it holds device-side cudaGraphLaunch
+code calls it in block 0 as the block starts, in its first ``dgl_count`` runs after a host
+launch (a fire-and-forget launch's run counts afresh, a tail launch's run goes on counting
+down): the call takes
+``device_launch_call_ns`` (fire-and-forget, plus ``cupti_device_launch_ns`` under CUPTI) or
+``tail_launch_call_ns`` (tail) of the block's time, and as it returns the launch goes to the
+front end (``on_device_launch``). A kernel of a stream that holds such code becomes eligible
+``device_runtime_start_ns`` later (the device runtime's set-up; a graph's host launch pays it
+in the graph walker).
+
 Copy: one engine per direction (H2D, D2H, D2D), each a FIFO; a copy takes
 ``copy_latency_ns + bytes / bandwidth``.
 """
@@ -34,7 +44,7 @@ from dataclasses import dataclass
 from gpufe.rtl.layouts import (LaunchDescriptor, LAUNCH_DESCRIPTOR_DWORDS, CopyDescriptor,
                                COPY_DESCRIPTOR_DWORDS, CopyKind, GraphLaunchQueue,
                                GRAPH_LAUNCH_QUEUE_DWORDS, GraphLaunchRecord,
-                               GRAPH_LAUNCH_RECORD_DWORDS, struct_fields)
+                               GRAPH_LAUNCH_RECORD_DWORDS, DEVICE_LAUNCH_QUEUE, struct_fields)
 from gpufe.sim.cosim.events import ps
 
 
@@ -119,6 +129,13 @@ class Kernel:
     _exit_max: int = 0
     dependents: list = None     # (kernel, earliest eligible) held until it triggers
     gds_waiting: list = None    # its dependents' blocks waiting for its exit
+    # device graph launch
+    descriptor: int = 0         # its launch descriptor's address
+    device: bool = False        # a node of a device-launched run (its launch queue not read)
+    dwalk: bool = False         # dispatched by the device-launch walker
+    tail_run: bool = False      # a node of a tail launch's run
+    dgl: tuple = None           # (tail?, calls per run, DeviceGraph address): holds the code
+    graph_launched: int = None  # ps, block 0's device-side cudaGraphLaunch call returned
 
     @property
     def stamped(self):
@@ -148,6 +165,8 @@ class ComputeEngine:
         self._live = {}                      # block token -> (kernel, SM, end ps)
         self._token = 0
         self._primaries = {}                 # primary key -> live kernel (PDL)
+        self.on_device_launch = None         # on_device_launch(kernel): its call returned
+        self._calls_left = {}                # (descriptor, host launch) -> launches left
 
     def launch(self, kernel, graph=False, primary_key=None):
         """A graph node's launch state was prepared at instantiation: it becomes eligible
@@ -157,6 +176,8 @@ class ComputeEngine:
         kernel.graph = graph
         self._order += 1
         latency = self.p.graph_launch_latency_ns if graph else self.p.launch_latency_ns
+        if kernel.dgl is not None and not graph:
+            latency += self.p.device_runtime_start_ns
         own = self.primary_key(kernel)
         if own is not None:
             self._primaries[own] = kernel
@@ -180,7 +201,7 @@ class ComputeEngine:
         """How a PDL launch names ``kernel`` as its primary: a graph node by its launch and
         node index, a stream kernel by its release."""
         if kernel.graph:
-            return kernel.key[:3]
+            return kernel.key[:3] + kernel.key[4:]
         return kernel.release
 
     def _eligible(self, kernel):
@@ -251,6 +272,7 @@ class ComputeEngine:
         self.free_threads[sm] -= k.threads
         self.free_blocks[sm] -= 1
         resumed = bool(k.saved)
+        call = 0
         if resumed:
             duration = k.saved.pop(0)       # a preempted block resumes where it stopped
         else:
@@ -259,8 +281,10 @@ class ComputeEngine:
                 self.resident += 1
                 self.running += 1
                 self.max_concurrent = max(self.max_concurrent, self.running)
+                if k.dgl is not None and k.dgl[1]:
+                    call = self._device_launch_call(k)
             k.placed += 1
-            duration = ps(k.block_ns + self.p.block_overhead_ns)
+            duration = ps(k.block_ns + self.p.block_overhead_ns) + call
         if k.placed == k.blocks and not k.saved:
             self.waiting.remove(k)
         self._token += 1
@@ -269,22 +293,41 @@ class ComputeEngine:
             self._live[token] = (k, sm, now + duration)
             self.ev.after(duration, self._block_done, k, sm, token)
             if not resumed:
-                self._block_timed(k, now, now, now + ps(k.block_ns))
+                self._block_timed(k, now, now, now + ps(k.block_ns) + call)
         elif k.primary is not None and k.primary.exit_at is None:
             # in cudaGridDependencySynchronize until the primary's exit is known
             self._live[token] = (k, sm, None)
             if k.primary.gds_waiting is None:
                 k.primary.gds_waiting = []
-            k.primary.gds_waiting.append((k, sm, token, now))
+            k.primary.gds_waiting.append((k, sm, token, now, call))
         else:
-            self._run_block(k, sm, token, now)
+            self._run_block(k, sm, token, now, call)
         self.dispatcher_free = now + ps(self.p.block_dispatch_ns)
         self._schedule()
 
-    def _run_block(self, k, sm, token, placed):
+    def _device_launch_call(self, k):
+        """Block 0 of ``k`` starts: its device-side cudaGraphLaunch call, if this run makes
+        one (ps it takes, else 0). The launch goes out as the call returns."""
+        tail, count, _ = k.dgl
+        # counted per host launch (its correlation id, which device-launched runs carry)
+        key = (k.descriptor, k.launch["correlation_id"])
+        left = self._calls_left.get(key, count) if k.tail_run else count
+        if left == 0:
+            self._calls_left[key] = 0
+            return 0
+        self._calls_left[key] = left - 1
+        call = self.p.tail_launch_call_ns if tail else self.p.device_launch_call_ns
+        if self.profiled and not tail:
+            call += self.p.cupti_device_launch_ns
+        k.graph_launched = self.ev.now + ps(call)
+        self.ev.at(k.graph_launched, self.on_device_launch, k)
+        return ps(call)
+
+    def _run_block(self, k, sm, token, placed, call=0):
         """A block of a PDL kernel (or one with a prologue), placed at ``placed``: its code
-        from the prologue on, once the primary's exit is known."""
-        synced = placed + k.prologue_ps
+        from the prologue on (after block 0's device-side launch call, ``call`` ps), once the
+        primary's exit is known."""
+        synced = placed + k.prologue_ps + call
         if k.primary is not None:
             synced = max(synced, k.primary.exit_at + ps(self.p.pdl_flush_ns))
         code_end = synced + ps(k.block_ns)
@@ -310,9 +353,9 @@ class ComputeEngine:
         for d, earliest in k.dependents or ():
             self.ev.at(max(earliest, k.trigger_at + ps(self.p.pdl_launch_ns)), self._eligible, d)
         k.dependents = None
-        for d, sm, token, placed_at in k.gds_waiting or ():
+        for d, sm, token, placed_at, call in k.gds_waiting or ():
             if token in self._live:
-                self._run_block(d, sm, token, placed_at)
+                self._run_block(d, sm, token, placed_at, call)
         k.gds_waiting = None
 
     def _block_done(self, k, sm, token):
@@ -352,6 +395,7 @@ class Copy:
     end: int = None
     launch: dict = None         # its decoded copy descriptor (and graph launch)
     dispatched: int = None
+    device: bool = False        # a node of a device-launched run
 
 
 class DescriptorReader:
@@ -365,19 +409,30 @@ class DescriptorReader:
         self.mem = mem
         self.pool = pool
 
-    def kernel(self, address, key, graph):
-        """The kernel a compute dispatch launches: its launch descriptor at ``address``."""
+    def kernel(self, address, key, graph, device=False):
+        """The kernel a compute dispatch launches: its launch descriptor at ``address``.
+        ``device``: a node of a device-launched run, whose per-launch fields (those of the
+        run that launched it) come from its graph's device launch queue."""
         d = decode(LaunchDescriptor, self.mem.read_dwords(address, LAUNCH_DESCRIPTOR_DWORDS))
-        if graph:
-            d.update(self._graph_launch(d["graph_launches"] << 8))
-        else:
-            self.pool.give(address)
+        self._per_launch(d, address, graph, device)
         release = (d["release_index"], d["release_value"]) if d["release_enable"] else None
         return Kernel(key, d["grid_x"] * d["grid_y"] * d["grid_z"],
                       d["block_x"] * d["block_y"] * d["block_z"], d["block_ps"] / 1000,
                       priority=-d["priority"], release=release, launch=d,
                       trigger_ps=d["trigger_ps"] if d["trigger_enable"] else None,
-                      prologue_ps=d["prologue_ps"])
+                      prologue_ps=d["prologue_ps"], descriptor=address, device=device,
+                      dgl=(d["dgl_tail"], d["dgl_count"], d["dgl_graph"])
+                      if d["device_runtime"] else None)
+
+    def _per_launch(self, d, address, graph, device):
+        """A descriptor's per-launch fields: a graph node's from its launch queue (a
+        device-launched run's from its device launch queue), a stream's own (its block goes
+        back to the driver)."""
+        if graph:
+            queue = d["graph_launches"] << 8
+            d.update(self._graph_launch(queue + DEVICE_LAUNCH_QUEUE if device else queue))
+        else:
+            self.pool.give(address)
 
     @staticmethod
     def primary_key(kernel):
@@ -387,21 +442,18 @@ class DescriptorReader:
         if not d["pdl"]:
             return None
         if kernel.key[3]:
-            return kernel.key[:2] + (d["pdl_primary"],)
+            return kernel.key[:2] + (d["pdl_primary"],) + kernel.key[4:]
         return (d["release_index"], d["pdl_primary"])
 
-    def copy(self, address, key, graph):
+    def copy(self, address, key, graph, device=False):
         """The copy a copy dispatch starts: its copy descriptor at ``address`` (the record's
-        source offset, with ``COPY_FLAG_DESCRIPTOR``)."""
+        source offset, with ``COPY_FLAG_DESCRIPTOR``); ``device`` as for :meth:`kernel`."""
         d = decode(CopyDescriptor, self.mem.read_dwords(address, COPY_DESCRIPTOR_DWORDS))
-        if graph:
-            d.update(self._graph_launch(d["graph_launches"] << 8))
-        else:
-            self.pool.give(address)
+        self._per_launch(d, address, graph, device)
         kind = _COPY_KIND_NAMES.get(d["kind"])
         if kind is None:
             raise ValueError(f"copy descriptor at {address:#x}: unknown kind {d['kind']}")
-        return Copy(key, kind, d["length"], launch=d)
+        return Copy(key, kind, d["length"], launch=d, device=device)
 
     def _graph_launch(self, queue):
         """The per-launch fields of the graph launch a node dispatch belongs to: the head of

@@ -26,10 +26,12 @@ import gc
 import sys
 
 from gpufe.rtl.frontend import FrontEnd
-from gpufe.rtl.layouts import ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, COPY_FLAG_DESCRIPTOR, DESCRIPTOR_ALIGN
+from gpufe.rtl.layouts import (ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, COPY_FLAG_DESCRIPTOR,
+                               DESCRIPTOR_ALIGN, DeviceGraph, DEVICE_GRAPH_DWORDS)
 from gpufe.sim.cosim.backend import PysimBackend, WAKE_NEVER
-from gpufe.sim.cosim.engines import ComputeEngine, CopyEngines, DescriptorReader
+from gpufe.sim.cosim.engines import ComputeEngine, CopyEngines, DescriptorReader, decode
 from gpufe.sim.cosim.events import EventQueue, ps
+from gpufe.sim.host.encode import graph_launch_record, graph_launch_link, field_update
 from gpufe.sim.cosim.hostmem import HostMemory, BlockPool
 
 
@@ -60,6 +62,7 @@ class CoSim:
         self.mem = HostMemory()
         self.compute = ComputeEngine(params, self.ev, self._kernel_done,
                                      profiled=profiler == "cupti")
+        self.compute.on_device_launch = self._device_launch
         self.copies = CopyEngines(params, self.ev, self._copy_done)
         self._resp_free_ps = 0            # DMA read data path busy until
         # the link's latencies in ps, once (they are looked up at every transfer)
@@ -208,8 +211,8 @@ class CoSim:
     # -- engines ---------------------------------------------------------------------------------
 
     def _completion(self, port, key, release=None):
-        channel, seq, node, graph = key
-        done = {"channel": channel, "seq": seq, "node": node, "graph": graph}
+        channel, seq, node, graph, dwalk = key
+        done = {"channel": channel, "seq": seq, "node": node, "graph": graph, "dwalk": dwalk}
         if release is not None:
             done.update(release=1, index=release[0], value=release[1])
         self._push(port, done)
@@ -224,6 +227,27 @@ class CoSim:
                        kernel.release[1], False)
         if self.activity is not None:
             self.activity.done(kernel)
+
+    def _device_launch(self, kernel):
+        """Block 0 of ``kernel`` returned from device-side cudaGraphLaunch: the device
+        runtime appends the launch's record (the launching run's correlation id, stream and
+        priority) to the graph's device launch queue and hands the launch (the table its
+        DeviceGraph record names now) to the front end."""
+        tail, _, handle = kernel.dgl
+        mem = self.mem
+        g = decode(DeviceGraph, mem.read_dwords(handle, DEVICE_GRAPH_DWORDS))
+        d = kernel.launch
+        record = self.descriptors.take()
+        mem.write_dwords(record, graph_launch_record(d["correlation_id"], d["stream_id"],
+                                                     d["priority"]))
+        offset, link = graph_launch_link(record)
+        mem.write_dwords(g["last"] + offset, link)
+        offset, last = field_update(DeviceGraph, "last", record)
+        mem.write_dwords(handle + offset, last)
+        channel, seq = kernel.key[:2]
+        self._push("device_launch", {"channel": channel, "seq": seq, "table": g["table"],
+                                     "nodes": g["nodes"], "tail": int(tail),
+                                     "dwalk": int(kernel.dwalk)})
 
     def _copy_done(self, copy):
         self._completion("copy_done", copy.key)
@@ -303,7 +327,9 @@ class CoSim:
             # the driver may reuse its block
             rec = b.get("compute__payload")
             kernel = self.reader.kernel(rec.descriptor, (rec.channel, rec.seq, rec.node,
-                                                         rec.graph), rec.graph)
+                                                         rec.graph, rec.dwalk), rec.graph,
+                                        bool(rec.dwalk or rec.tail))
+            kernel.dwalk, kernel.tail_run = bool(rec.dwalk), bool(rec.tail)
             kernel.dispatched = t // 1000
             kernel.tsg = self.channel_tsg.get(rec.channel, 0)
             if self.activity is not None:
@@ -316,8 +342,8 @@ class CoSim:
                 raise RuntimeError(f"a copy on channel {rec.channel} without a copy descriptor "
                                    f"(LAUNCH_DMA flags {rec.flags:#x}): the copy engines "
                                    f"need one")
-            job = self.reader.copy(rec.src, (rec.channel, rec.seq, rec.node, rec.graph),
-                                   rec.graph)
+            job = self.reader.copy(rec.src, (rec.channel, rec.seq, rec.node, rec.graph,
+                                             rec.dwalk), rec.graph, bool(rec.dwalk or rec.tail))
             job.dispatched = t // 1000
             if self.activity is not None:
                 self.activity.dispatched(job, self.ev.now // 1000)

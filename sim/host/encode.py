@@ -18,7 +18,8 @@ from gpufe.rtl.layouts import (MethodHeader, SecOp, Method, Subchannel, SemOp, S
                                CopyDescriptor, COPY_DESCRIPTOR_DWORDS, COPY_FLAG_DESCRIPTOR,
                                GraphNode, GraphNodeKind, GraphEdge, GRAPH_NODE_DWORDS,
                                GraphLaunchQueue,
-                               GRAPH_LAUNCH_QUEUE_DWORDS, GraphLaunchRecord,
+                               GRAPH_LAUNCH_QUEUE_DWORDS, GraphLaunchRecord, DeviceGraph,
+                               DEVICE_GRAPH_DWORDS,
                                GRAPH_LAUNCH_RECORD_DWORDS, struct_fields)
 from gpufe.sim.cosim.events import ps
 
@@ -92,14 +93,17 @@ def syncpoint_address(cfg, index):
 def launch_descriptor(grid=(1, 1, 1), block=(32, 1, 1), block_ns=0, kernel_id=0,
                       regs_per_thread=32, shared_bytes=0, *, priority=0, release=None,
                       correlation_id=0, stream_id=0, queued_ns=0, graph_id=0,
-                      graph_launches=0, pdl_primary=None, trigger_ns=None, prologue_ns=0):
+                      graph_launches=0, pdl_primary=None, trigger_ns=None, prologue_ns=0,
+                      device_graph_launch=None):
     """The model's launch descriptor as a list of dwords (see LaunchDescriptor).
 
     ``block_ns``: one thread block's run time (kept to the ps); ``release``: (syncpoint,
     value) set as the kernel completes, or None; ``graph_launches``: a graph node's
     GraphLaunchQueue address. PDL: ``pdl_primary`` (the primary's release value, or in a
     graph its node index; None: no programmatic dependency), ``trigger_ns`` (None: implicit,
-    as blocks exit), ``prologue_ns``. The submitted time is written at the kickoff
+    as blocks exit), ``prologue_ns``. ``device_graph_launch``: the kernel holds device-side
+    cudaGraphLaunch code, ``(tail?, count, DeviceGraph address)`` (the address 0 when
+    ``count`` is 0). The submitted time is written at the kickoff
     (:func:`submitted_update`)."""
     value = _launch_descriptor_bits(tuple(grid), tuple(block), ps(block_ns), regs_per_thread,
                                     shared_bytes, kernel_id, priority, stream_id, graph_id,
@@ -113,6 +117,10 @@ def launch_descriptor(grid=(1, 1, 1), block=(32, 1, 1), block_ns=0, kernel_id=0,
         value |= _pack(LaunchDescriptor, trigger_enable=1, trigger_ps=ps(trigger_ns))
     if prologue_ns:
         value |= _pack(LaunchDescriptor, prologue_ps=ps(prologue_ns))
+    if device_graph_launch is not None:
+        tail, count, handle = device_graph_launch
+        value |= _pack(LaunchDescriptor, device_runtime=1, dgl_tail=int(tail), dgl_count=count,
+                       dgl_graph=handle)
     return _dwords(value, LAUNCH_DESCRIPTOR_DWORDS)
 
 
@@ -208,6 +216,12 @@ def graph_launch_record(correlation_id, stream_id, priority, next_record=0):
     """One launch of a graph, as its launch queue holds it (see GraphLaunchRecord)."""
     return _dwords(_pack(GraphLaunchRecord, next=next_record, correlation_id=correlation_id,
                          stream_id=stream_id, priority=priority), GRAPH_LAUNCH_RECORD_DWORDS)
+
+
+def device_graph(table, nodes, queue, last):
+    """An executable graph as the device runtime finds it (see DeviceGraph)."""
+    return _dwords(_pack(DeviceGraph, table=table, nodes=nodes, queue=queue, last=last),
+                   DEVICE_GRAPH_DWORDS)
 
 
 def graph_launch_link(next_record):

@@ -12,8 +12,12 @@
 - Updates (``cudaGraphExecKernelNodeSetParams``, ``cudaGraphExecUpdate``) change the
   parameters the executable graph holds; its next launch writes the changed nodes'
   descriptors and a new node table (a launch still in flight reads the old ones).
-- A launch pushes the table's address and ``GRAPH_LAUNCH`` (with the node count) on the
-  stream's channel, and appends a launch record to the launch queue: the per-launch fields of
+- Device graph launch: an executable graph instantiated for device launch gets a
+  ``DeviceGraph`` record (its table and node count: what its cudaGraphExec_t leads the
+  device runtime to), which kernels holding device-side cudaGraphLaunch code name in their
+  descriptors, with the launch's mode and how many times they call it.
+- A launch pushes the table's address and ``GRAPH_LAUNCH`` (with the node count, and whether
+  the graph holds device-runtime code) on the stream's channel, and appends a launch record to the launch queue: the per-launch fields of
   its nodes (correlation id, stream, priority), which the engines read as they take them.
   CUDA orders each launch of an executable graph behind its previous launch, whatever the
   streams: it acquires the release that follows the previous one.
@@ -21,10 +25,11 @@
 
 from dataclasses import dataclass, field, replace
 
-from gpufe.rtl.layouts import Method, DESCRIPTOR_ALIGN, HOST_COPY_BUFFER
+from gpufe.rtl.layouts import (Method, DESCRIPTOR_ALIGN, HOST_COPY_BUFFER,
+                               GRAPH_LAUNCH_DEVICE_RUNTIME, DeviceGraph, DEVICE_LAUNCH_QUEUE)
 from gpufe.sim.host.encode import (launch_descriptor, copy_descriptor, encode_graph_node,
                                    encode_graph_edge, graph_launch_queue, graph_launch_record,
-                                   graph_launch_link)
+                                   graph_launch_link, device_graph, field_update)
 from gpufe.sim.host.streams import acquire
 
 
@@ -47,6 +52,9 @@ class GraphNodeSpec:
     cond_kind: str = ""
     body: list = None
     iterations: int = 0
+    # device graph launch: the kernel holds device-side cudaGraphLaunch code, (graph name,
+    # tail launch?, calls per run)
+    dgl: tuple = None
 
 
 @dataclass
@@ -95,6 +103,20 @@ class GraphExec:
     descriptors: list = field(default_factory=list)
     uploaded: bool = False          # launched once (its first launch uploads it)
     changed: set = field(default_factory=set)        # nodes updated since the last launch
+    # instantiated for device launch: its DeviceGraph record's address (else 0)
+    handle: int = 0
+    # a kernel node's device-side launch as its descriptor holds it: node -> (tail?, count,
+    # DeviceGraph address) or None
+    device_launch_of: object = None
+    # some kernel of the graph (or of its conditional node's body) holds device-side
+    # cudaGraphLaunch code
+    device_runtime: bool = False
+
+
+def holds_device_runtime(nodes):
+    """Whether some kernel of ``nodes`` (or of a conditional node's body) holds device-side
+    cudaGraphLaunch code."""
+    return any(n.dgl is not None for n, _ in table_nodes(nodes)[0])
 
 
 @dataclass
@@ -140,7 +162,7 @@ def dispatches_per_launch(nodes):
     return out
 
 
-def _write_descriptor(umd, node, graph_id, queue, kernel_id):
+def _write_descriptor(umd, node, graph_id, queue, kernel_id, device_launch_of):
     """A node's descriptor, written at a new address: that address (None for a conditional
     node)."""
     if node.kind == "conditional":
@@ -153,7 +175,8 @@ def _write_descriptor(umd, node, graph_id, queue, kernel_id):
                                               kernel_id(node.name), graph_id=graph_id,
                                               graph_launches=queue, pdl_primary=primary,
                                               trigger_ns=node.trigger_ns,
-                                              prologue_ns=node.prologue_ns))
+                                              prologue_ns=node.prologue_ns,
+                                              device_graph_launch=device_launch_of(node)))
     else:
         mem.write_dwords(d, copy_descriptor(HOST_COPY_BUFFER, umd.device_alloc(node.nbytes),
                                             node.nbytes, node.copy_kind, graph_id=graph_id,
@@ -183,19 +206,40 @@ def _write_table(mem, nodes, descriptors):
     return table
 
 
-def instantiate(umd, graph, graph_id, kernel_id):
+def instantiate(umd, graph, graph_id, kernel_id, device_launch_of=lambda node: None,
+                handle=0):
     """Write ``graph`` into memory (see the module's docstring); its GraphExec.
-    ``kernel_id(name)``: the kernel function's id in the driver's function table."""
+    ``kernel_id(name)``: the kernel function's id in the driver's function table;
+    ``device_launch_of(node)``: a kernel node's device-side launch for its descriptor;
+    ``handle``: the DeviceGraph record of a graph instantiated for device launch (0: not)."""
     mem = umd.sim.mem
     queue = mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
+    per_launch = dispatches_per_launch(graph.nodes)
     empty = umd.take_descriptor()
     mem.write_dwords(empty, graph_launch_record(0, 0, 0))
-    mem.write_dwords(queue, graph_launch_queue(empty, dispatches_per_launch(graph.nodes)))
-    descriptors = [_write_descriptor(umd, node, graph_id, queue, kernel_id)
+    mem.write_dwords(queue, graph_launch_queue(empty, per_launch))
+    if handle:
+        # its device launches' queue, which the device runtime appends to
+        first = umd.take_descriptor()
+        mem.write_dwords(first, graph_launch_record(0, 0, 0))
+        mem.write_dwords(queue + DEVICE_LAUNCH_QUEUE, graph_launch_queue(first, per_launch))
+        mem.write_dwords(handle, device_graph(0, 0, queue + DEVICE_LAUNCH_QUEUE, first))
+    descriptors = [_write_descriptor(umd, node, graph_id, queue, kernel_id, device_launch_of)
                    for node, _ in table_nodes(graph.nodes)[0]]
     table = _write_table(mem, graph.nodes, descriptors)
-    return GraphExec(graph_id, table, queue, tail=empty, nodes=list(graph.nodes),
-                     descriptors=descriptors)
+    x = GraphExec(graph_id, table, queue, tail=empty, nodes=list(graph.nodes),
+                  descriptors=descriptors, handle=handle, device_launch_of=device_launch_of,
+                  device_runtime=holds_device_runtime(graph.nodes))
+    _write_handle(mem, x)
+    return x
+
+
+def _write_handle(mem, x):
+    """The DeviceGraph record of ``x`` (if instantiated for device launch): its table now."""
+    if x.handle:
+        for name, value in (("table", x.table), ("nodes", len(x.descriptors))):
+            offset, words = field_update(DeviceGraph, name, value)
+            mem.write_dwords(x.handle + offset, words)
 
 
 def same_topology(a, b):
@@ -225,8 +269,11 @@ def apply_changes(umd, x, kernel_id):
     if not x.changed:
         return
     for i in sorted(x.changed):
-        x.descriptors[i] = _write_descriptor(umd, x.nodes[i], x.graph_id, x.queue, kernel_id)
+        x.descriptors[i] = _write_descriptor(umd, x.nodes[i], x.graph_id, x.queue, kernel_id,
+                                             x.device_launch_of)
     x.table = _write_table(umd.sim.mem, x.nodes, x.descriptors)
+    _write_handle(umd.sim.mem, x)
+    x.device_runtime = holds_device_runtime(x.nodes)
     x.changed.clear()
 
 
@@ -236,7 +283,9 @@ def push_launch(cfg, pb, x, nodes, stream):
     if x.last_launch is not None and x.last_launch[0] != stream.syncpoint:
         acquire(cfg, pb, *x.last_launch)
     pb.incr(Method.GRAPH_TABLE_LO, x.table & 0xFFFFFFFF, x.table >> 32)
-    if nodes < (1 << 13):
+    if x.device_runtime:
+        pb.incr(Method.GRAPH_LAUNCH, nodes | GRAPH_LAUNCH_DEVICE_RUNTIME)
+    elif nodes < (1 << 13):
         pb.immd(Method.GRAPH_LAUNCH, nodes)
     else:
         pb.incr(Method.GRAPH_LAUNCH, nodes)

@@ -133,6 +133,8 @@ class Timeline:
                    "corr": d["correlation_id"], "stream": d["stream_id"], "channel": channel,
                    "channel_type": self._channel_types[channel], "start": None, "end": None,
                    "graph_id": ids[0], "graph_node": ids[1], "_copy": job}
+        if job.device:
+            rec["device_launched"] = True
         self.records.append(rec)
         if self._tracker is not None:
             self._tracker.dispatched(job, rec, now_ns)

@@ -20,7 +20,7 @@ function), not the launch.
 
 from dataclasses import dataclass, field, replace
 
-from gpufe.rtl.layouts import COPY_KINDS, HOST_COPY_BUFFER
+from gpufe.rtl.layouts import COPY_KINDS, HOST_COPY_BUFFER, DESCRIPTOR_ALIGN
 from gpufe.sim.host.encode import PushBuffer, launch_descriptor, copy_descriptor
 from gpufe.sim.host.graphs import (GraphNodeSpec, Capture, Graph, instantiate, push_launch,
                                    queue_launch, apply_changes, same_topology, table_nodes)
@@ -280,20 +280,32 @@ class Runtime:
                    + busy * self.p.thread_contention_per_thread_ns)
 
     def launch_kernel(self, name, grid, block, block_ns, stream, pdl=False, trigger_ns=None,
-                      prologue_ns=0):
+                      prologue_ns=0, device_graph_launch=None):
         """``pdl``: the launch attribute programmaticStreamSerialization (cudaLaunchKernelEx):
         the kernel may start once the kernel before it in the stream triggers (each block
         ``trigger_ns`` after it starts, None: as it exits), and its blocks wait for that
-        kernel's exit after ``prologue_ns`` of their own work."""
+        kernel's exit after ``prologue_ns`` of their own work. ``device_graph_launch``: the
+        kernel holds device-side cudaGraphLaunch code, ``{"graph", "mode", "count"}`` (mode
+        "tail" or "fire_and_forget"; it calls it in its first ``count`` runs after a launch
+        from the host)."""
         s = self._stream(stream)
         api = "launch_kernel_ex" if pdl else "launch_kernel"
+        dgl = None
+        if device_graph_launch is not None:
+            d = device_graph_launch
+            dgl = (d["graph"], d["mode"] == "tail", d.get("count", 1))
         if s.capture is not None:
             yield from self._capture_node(s, api, GraphNodeSpec(
                 "kernel", frozenset(), name=name, grid=tuple(grid), block=tuple(block),
-                block_ns=block_ns, trigger_ns=trigger_ns, prologue_ns=prologue_ns),
+                block_ns=block_ns, trigger_ns=trigger_ns, prologue_ns=prologue_ns, dgl=dgl),
                 pdl=pdl and s.after_kernel)
             s.after_kernel = True
             return
+        if dgl is not None and dgl[2]:
+            raise ApiError(f"kernel {name!r} launched into stream {stream!r} calls device-side "
+                           f"cudaGraphLaunch of graph {dgl[0]!r}: CUDA launches graphs from the "
+                           f"device only from kernels of a graph (capture the launch; count 0: "
+                           f"the code is there but not called)")
         start, corr = self.now(), self.timeline.correlation_id()
         ch = s.channel
         threads = block[0] * block[1] * block[2]
@@ -316,7 +328,8 @@ class Runtime:
         self.sim.mem.write_dwords(desc, launch_descriptor(
             grid, block, block_ns, self._kernel_id(name), priority=s.priority, release=release,
             correlation_id=corr, stream_id=s.id, queued_ns=self.now(), pdl_primary=primary,
-            trigger_ns=trigger_ns, prologue_ns=prologue_ns))
+            trigger_ns=trigger_ns, prologue_ns=prologue_ns,
+            device_graph_launch=None if dgl is None else (dgl[1], 0, 0)))
         flushing = len(ch.pending) + 1 >= self.p.kickoff_batch
         if flushing:
             yield ("cpu", self.p.kickoff_ns)
@@ -553,9 +566,11 @@ class Runtime:
         yield ("cpu", self.p.end_capture_cpu_ns)
         self._record("stream_end_capture", start, corr)
 
-    def graph_instantiate(self, graph):
+    def graph_instantiate(self, graph, device_launch=False):
         """Write every node's descriptor, the node table (dependencies) and the launch queue
-        into device-visible memory, ahead of any launch."""
+        into device-visible memory, ahead of any launch. ``device_launch``
+        (cudaGraphInstantiateFlagDeviceLaunch): kernels may launch it from the device; it is
+        uploaded now."""
         g = self._graph(graph)
         conds = [node for node in g.nodes if node.kind == "conditional"]
         if len(conds) > 1:
@@ -573,9 +588,38 @@ class Runtime:
                            f"{self.cfg.graph_edges_max}")
         if any(len(node.deps) >= 1 << 14 for node in flat):
             raise ApiError(f"graph {graph!r}: a node has more than 16383 predecessors")
+        if device_launch and any(n.dgl is not None and not n.dgl[1] and n.dgl[2]
+                                 for n in flat):
+            raise ApiError(f"graph {graph!r} is instantiated for device launch and its kernels "
+                           f"launch graphs fire-and-forget (not modelled: fire-and-forget "
+                           f"launches from device-launched graphs)")
+        handle = (self.sim.mem.alloc(DESCRIPTOR_ALIGN, align=DESCRIPTOR_ALIGN)
+                  if device_launch else 0)
+
+        def device_launch_of(node):
+            """A kernel node's device-side launch: (tail?, count, DeviceGraph address)."""
+            if node.dgl is None:
+                return None
+            target, tail, count = node.dgl
+            if not count:
+                return (tail, 0, 0)
+            if target == graph:
+                addr = handle
+            else:
+                t = self.graphs.get(target)
+                addr = t.executable.handle if t is not None and t.executable else 0
+            if not addr:
+                raise ApiError(f"graph {graph!r}: kernel {node.name!r} launches graph "
+                               f"{target!r} from the device, which is not instantiated with "
+                               f"device_launch (cudaGraphInstantiateFlagDeviceLaunch)")
+            return (tail, count, addr)
+
+        for node in flat:
+            device_launch_of(node)          # refused now, not at a later update
         start, corr = self.now(), self.timeline.correlation_id()
         self._graph_ids += 1
-        g.executable = instantiate(self.umd, g, self._graph_ids, self._kernel_id)
+        g.executable = instantiate(self.umd, g, self._graph_ids, self._kernel_id,
+                                   device_launch_of, handle)
         if n and self._graph_pool_free >= n:
             # the memory of a destroyed executable graph: the writes only
             self._graph_pool_free -= n
@@ -583,6 +627,10 @@ class Runtime:
                            + self.profiler.graph_update_node_ns()) * n)
         else:
             yield ("cpu", self.p.instantiate_cpu_ns + self.p.instantiate_per_node_ns * n)
+        if device_launch:
+            # a device graph is uploaded before any launch (cudaGraphUpload)
+            g.executable.uploaded = True
+            yield ("cpu", self.p.graph_upload_per_node_ns * n)
         self._record("graph_instantiate", start, corr)
 
     def graph_create(self, graph):

@@ -48,7 +48,8 @@ _NUM = (int, float)
 _NODES = (str, list)
 _TYPES = {bool: ("boolean", "true or false"), str: ("string", "a string"),
           list: ("list", "a list"), _INT: ("integer", "an integer"), _NUM: ("number", "a number"),
-          _NODES: ("string or list", '"all" or a list of node indices')}
+          _NODES: ("string or list", '"all" or a list of node indices'),
+          dict: ("object", "an object")}
 
 #: CUDA's limits on a launch (cudaLaunchKernel fails with cudaErrorInvalidConfiguration)
 BLOCK_DIMS = (1024, 1024, 64)
@@ -136,7 +137,20 @@ OPS = {
                              0, 10**9, "1 s"),
          "prologue_ns": Field(_NUM, 0, "work a block does before it calls "
                                        "cudaGridDependencySynchronize, in ns",
-                              0, 10**9, "1 s")},
+                              0, 10**9, "1 s"),
+         "device_graph_launch": Field(dict, None, "the kernel holds device-side "
+                                      "`cudaGraphLaunch` code: `{\"graph\": g, \"mode\": m, "
+                                      "\"count\": N}`, m `\"fire_and_forget\"` or "
+                                      "`\"tail\"`; "
+                                      "block 0 calls it in the kernel's first N runs (default "
+                                      "1) after its graph's launch from the host (a "
+                                      "fire-and-forget launch's run counts afresh, a tail "
+                                      "launch's run goes on counting); N = 0: the code is "
+                                      "there, never called (a host launch of its graph still "
+                                      "sets up the device runtime). g may be the graph being "
+                                      "captured; it must be instantiated with `device_launch` "
+                                      "before the graph holding the kernel is. Only kernels "
+                                      "of graphs may call it (count 0 in a stream)")},
         (f"a block has at most {MAX_THREADS_PER_BLOCK:,} threads (x * y * z), as in CUDA",)),
     "memcpy_async": Op(
         "`cudaMemcpyAsync`: a copy on a stream. H2D and D2H copies run on copy channels of "
@@ -212,7 +226,10 @@ OPS = {
         "`cudaGraphInstantiate`: writes every node's launch descriptor and the node table "
         "into device-visible memory, at a CPU cost per node.",
         {"graph": Field(str, REQUIRED, "the graph; must have been made by a "
-                                       "`stream_end_capture` before")},
+                                       "`stream_end_capture` before"),
+         "device_launch": Field(bool, False, "`cudaGraphInstantiateFlagDeviceLaunch`: kernels "
+                                             "may launch the graph from the device "
+                                             "(`device_graph_launch`); it is uploaded now")},
         ("a graph has at most as many nodes as the front end's graph walker holds",)),
     "graph_launch": Op(
         "`cudaGraphLaunch`: one short push-buffer entry and one doorbell, whatever the "
@@ -565,6 +582,8 @@ def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
                                     f"{', '.join(most)} or {last}")
             if field.dims:
                 out[name] = _dims(out[name], here, name, field.dims)
+        if kind == "launch_kernel" and out["device_graph_launch"] is not None:
+            out["device_graph_launch"] = _device_graph_launch(out["device_graph_launch"], here)
         if kind == "launch_kernel":
             block = out["block"]
             threads = block[0] * block[1] * block[2]
@@ -579,6 +598,32 @@ def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
                                      mult=inner, located=located)
         checked.append(out)
     return checked
+
+
+#: device_graph_launch.mode: how the kernel launches the graph
+_DGL_MODES = ("fire_and_forget", "tail")
+
+
+def _device_graph_launch(d, here):
+    """launch_kernel.device_graph_launch checked, with its count filled in."""
+    where = f"{here}: launch_kernel.device_graph_launch"
+    extra = sorted(set(d) - {"graph", "mode", "count"})
+    if extra:
+        raise WorkloadError(f"{where} has no field(s) {', '.join(_key(e) for e in extra)}")
+    for name in ("graph", "mode"):
+        if name not in d:
+            raise WorkloadError(f"{where} needs field {name!r}")
+    if not isinstance(d["graph"], str):
+        raise WorkloadError(f"{where}.graph must be a graph's name, not {show(d['graph'])}")
+    _check_text(d["graph"], f"{where}.graph")
+    if d["mode"] not in _DGL_MODES:
+        raise WorkloadError(f"{where}.mode must be \"fire_and_forget\" or \"tail\", not "
+                            f"{show(d['mode'])}")
+    count = d.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count < 1 << 31:
+        raise WorkloadError(f"{where}.count must be an integer from 0 (the code is there, "
+                            f"never called), not {show(count)}")
+    return {"graph": d["graph"], "mode": d["mode"], "count": count}
 
 
 def parse_workload(data, source="<workload>", *, located=False):
@@ -973,7 +1018,8 @@ _CALLS = {
     "event_create": lambda rt, op: rt.event_create(op["name"], op["timing"]),
     "launch_kernel": lambda rt, op: rt.launch_kernel(op["kernel"], op["grid"], op["block"],
                                                      op["block_ns"], op["stream"], op["pdl"],
-                                                     op["trigger_ns"], op["prologue_ns"]),
+                                                     op["trigger_ns"], op["prologue_ns"],
+                                                     op["device_graph_launch"]),
     "memcpy_async": lambda rt, op: rt.memcpy_async(op["kind"], op["bytes"], op["stream"]),
     "event_record": lambda rt, op: rt.event_record(op["event"], op["stream"]),
     "stream_wait_event": lambda rt, op: rt.stream_wait_event(op["stream"], op["event"]),
@@ -986,7 +1032,8 @@ _CALLS = {
     "barrier": lambda rt, op: rt.barrier(op["name"]),
     "stream_begin_capture": lambda rt, op: rt.stream_begin_capture(op["stream"]),
     "stream_end_capture": lambda rt, op: rt.stream_end_capture(op["stream"], op["graph"]),
-    "graph_instantiate": lambda rt, op: rt.graph_instantiate(op["graph"]),
+    "graph_instantiate": lambda rt, op: rt.graph_instantiate(op["graph"],
+                                                             op["device_launch"]),
     "graph_launch": lambda rt, op: rt.graph_launch(op["graph"], op["stream"]),
     "graph_exec_set_params": lambda rt, op: rt.graph_exec_set_params(op["graph"], op["nodes"],
                                                                      op["block_ns"]),

@@ -176,6 +176,9 @@ class Params:
                                              "cudaGraphExecDestroy, a re-instantiation)")
     cupti_kernel_ns: float = _ns("CUPTI: added to every kernel's duration (its timestamps)")
     cupti_graph_kernel_ns: float = _ns("CUPTI: added to every graph kernel's duration")
+    cupti_device_launch_ns: float = _ns("CUPTI: added to a device-side fire-and-forget "
+                                        "cudaGraphLaunch call (its launch is traced; a tail "
+                                        "launch's call, measured, pays next to nothing)")
     cupti_release_ns: float = _ns("CUPTI: a stream kernel's end -> its completion reaches the "
                                   "front end (its end timestamp is written first), so the "
                                   "kernel waiting for it starts later")
@@ -209,6 +212,19 @@ class Params:
                                    "node ready, or its body's previous run complete) -> its "
                                    "body's roots queued (the condition read, the body "
                                    "launched on the device)")
+    device_launch_call_ns: float = _ns("device graph launch: a kernel's device-side "
+                                       "cudaGraphLaunch fire-and-forget call (the device "
+                                       "runtime queues the launch); a tail launch's run pays "
+                                       "the same work as its launching run completes")
+    tail_launch_call_ns: float = _ns("device graph launch: a kernel's device-side "
+                                     "cudaGraphLaunch tail-launch call (the launch is noted "
+                                     "for the launching graph's completion)")
+    device_graph_start_ns: float = _ns("device-launch walker: a device launch taken -> its "
+                                       "first node dispatched (a device graph is uploaded: its "
+                                       "set-up is shorter than a host launch's)")
+    device_runtime_start_ns: float = _ns("a host launch of a graph (or stream kernel) holding "
+                                         "device-runtime code: added to its set-up (the "
+                                         "device runtime's environment for the launch)")
     pbdma_ch_timeslice_ns: float = _ns("PBDMA: time a channel may hold it while another "
                                        "channel waits (0: until it runs out of work or an "
                                        "acquire fails)")
@@ -265,6 +281,12 @@ class Params:
                 GlobalReg.CP_SWITCH: round(self.cp_switch_ns),
                 GlobalReg.GRAPH_START: round(self.graph_start_ns),
                 GlobalReg.COND_START: round(self.cond_iteration_ns),
+                GlobalReg.DEVICE_START: round(self.device_graph_start_ns),
+                # a tail launch: the device runtime's launch work as the launching run
+                # completes, then the device graph's start
+                GlobalReg.TAIL_START: round(self.device_launch_call_ns
+                                            + self.device_graph_start_ns),
+                GlobalReg.RUNTIME_START: round(self.device_runtime_start_ns),
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
 

@@ -8,7 +8,10 @@ model stepped once per clock by one simulator process. One cycle is one ns of ``
   request order. DMA writes are stored at once and logged with their cycle.
 - Compute and copy engines take every record at once and complete it ``run_cycles`` later,
   where a launch runs ``block_ns`` of its descriptor (plus ``launch_cycles``) and a copy
-  ``length / copy_bytes_per_cycle``. Several run at once.
+  ``length / copy_bytes_per_cycle``. Several run at once. A kernel whose descriptor holds
+  device-side cudaGraphLaunch code makes its launch (:class:`DeviceGraph` read then) as it
+  starts, in its first ``dgl_count`` runs that are not a tail launch's, as the engine model
+  does.
 - A channel's ring and push buffer live in host memory; :meth:`FrontEndBench.submit` writes a
   segment, its GPFIFO entry, then rings the doorbell by MMIO, like the UMD and KMD.
 """
@@ -21,7 +24,8 @@ from amaranth.sim import Simulator
 
 from gpufe.rtl.frontend import FrontEnd
 from gpufe.rtl.layouts import (ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, DESCRIPTOR_ALIGN,
-                               LaunchDescriptor, LAUNCH_DESCRIPTOR_DWORDS)
+                               LaunchDescriptor, LAUNCH_DESCRIPTOR_DWORDS, DeviceGraph,
+                               DEVICE_GRAPH_DWORDS)
 from gpufe.sim.host.encode import gp_entry
 from gpufe.sim.cosim.engines import decode
 from gpufe.sim.cosim.hostmem import HostMemory
@@ -43,6 +47,7 @@ class ChannelRing:
 class BenchLog:
     dispatches: list = field(default_factory=list)     # (cycle, "compute"/"copy", record dict)
     completions: list = field(default_factory=list)    # (cycle, kind, channel, seq)
+    device_launches: list = field(default_factory=list)  # (cycle, device_launch payload)
     dma_writes: list = field(default_factory=list)     # (cycle, address, data, wide)
     dma_reads: list = field(default_factory=list)      # (cycle, address, count, tag)
 
@@ -65,6 +70,8 @@ class FrontEndBench:
         self._order = 0
         self._reads = deque()           # (ready_cycle, address, count, tag)
         self._engine = []               # heap of (done_cycle, order, kind, channel, seq)
+        self._device_launches = deque()  # (cycle, payload) device-side graph launches
+        self._calls_left = {}           # descriptor -> device-side launches left
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-9)
         self._requests = deque()
@@ -158,7 +165,8 @@ class FrontEndBench:
         return self.cycle
 
     def models_busy(self):
-        return bool(self._mmio or self._actions or self._reads or self._engine)
+        return bool(self._mmio or self._actions or self._reads or self._engine
+                    or self._device_launches)
 
     # -- the per-cycle loop -----------------------------------------------------------------------
     #
@@ -210,14 +218,17 @@ class FrontEndBench:
                 desc = decode(LaunchDescriptor,
                               self.mem.read_dwords(cm.descriptor, LAUNCH_DESCRIPTOR_DWORDS))
                 rec = {"channel": cm.channel, "seq": cm.seq, "descriptor": cm.descriptor,
-                       "kernel_id": desc["kernel_id"], "node": cm.node, "graph": cm.graph}
+                       "kernel_id": desc["kernel_id"], "node": cm.node, "graph": cm.graph,
+                       "dwalk": cm.dwalk, "tail": cm.tail}
                 self.log.dispatches.append((now, "compute", rec))
+                self._device_launch(now + self.launch_cycles, desc, rec)
                 block_cycles = -(-desc["block_ps"] // 1000)          # a cycle is one ns
                 self._start_engine(now + self.launch_cycles + block_cycles, "compute", rec)
             if ctx.get(dut.copy.valid):
                 cp = ctx.get(dut.copy.payload)
                 rec = {"channel": cp.channel, "seq": cp.seq, "src": cp.src, "dst": cp.dst,
-                       "length": cp.length, "node": cp.node, "graph": cp.graph}
+                       "length": cp.length, "node": cp.node, "graph": cp.graph,
+                       "dwalk": cp.dwalk, "tail": cp.tail}
                 self.log.dispatches.append((now, "copy", rec))
                 cycles = -(-cp.length // self.copy_bytes_per_cycle)
                 self._start_engine(now + self.launch_cycles + cycles, "copy", rec)
@@ -251,11 +262,21 @@ class FrontEndBench:
                 ctx.set(port.valid, item is not None)
                 if item is not None:
                     ctx.set(port.payload, {"channel": item[3], "seq": item[4], "node": item[5],
-                                           "graph": item[6]})
+                                           "graph": item[6], "dwalk": item[7]})
                     if ctx.get(port.ready):
                         self.log.completions.append((now, kind, item[3], item[4]))
                     else:
                         heapq.heappush(self._engine, item)       # offered again next cycle
+
+            # device-side graph launches, one at a time, held until taken
+            dl = self._device_launches
+            if dl and dl[0][0] <= now:
+                ctx.set(dut.device_launch.valid, 1)
+                ctx.set(dut.device_launch.payload, dl[0][1])
+                if ctx.get(dut.device_launch.ready):
+                    self.log.device_launches.append((now, dl.popleft()[1]))
+            else:
+                ctx.set(dut.device_launch.valid, 0)
 
             # host actions and MMIO writes (one write a cycle)
             while self._actions and self._actions[0][0] <= now:
@@ -280,5 +301,21 @@ class FrontEndBench:
 
     def _start_engine(self, done, kind, rec):
         heapq.heappush(self._engine, (done, self._order, kind, rec["channel"], rec["seq"],
-                                      rec["node"], rec["graph"]))
+                                      rec["node"], rec["graph"], rec["dwalk"]))
         self._order += 1
+
+    def _device_launch(self, start, desc, rec):
+        """A kernel starting at cycle ``start``: its device-side graph launch, if this run
+        makes one (as :class:`~gpufe.sim.cosim.engines.ComputeEngine` counts them)."""
+        if not desc["device_runtime"] or not desc["dgl_count"]:
+            return
+        key = rec["descriptor"]
+        left = self._calls_left.get(key, desc["dgl_count"]) if rec["tail"] else \
+            desc["dgl_count"]
+        self._calls_left[key] = max(left - 1, 0)
+        if left:
+            g = decode(DeviceGraph, self.mem.read_dwords(desc["dgl_graph"],
+                                                         DEVICE_GRAPH_DWORDS))
+            self._device_launches.append((start, {
+                "channel": rec["channel"], "seq": rec["seq"], "table": g["table"],
+                "nodes": g["nodes"], "tail": desc["dgl_tail"], "dwalk": rec["dwalk"]}))

@@ -4,25 +4,30 @@ from gpufe.rtl.config import SMALL
 from gpufe.rtl.layouts import (Method, ChannelReg, ChannelState, ErrorCause, GlobalReg,
                                HOST_MEMORY_BASE)
 from gpufe.sim.host.encode import (PushBuffer, launch_descriptor, encode_graph_node,
-                                   encode_graph_edge, syncpoint_address)
+                                   encode_graph_edge, syncpoint_address, device_graph)
 from gpufe.sim.testbench.frontend import FrontEndBench
 from tests.helpers import mmio_channel, mmio_global
 
 
-def put_graph(b, deps, block_ns=100, prog=()):
+def put_graph(b, deps, block_ns=100, prog=(), dgl=None, kernel_base=100, handle=None):
     """Write a graph (deps[i]: predecessors of node i; ``prog``: the (i, j) edges that are
-    programmatic) and its kernels; return the table."""
+    programmatic; ``dgl``: node -> its device-side launch (tail?, count, DeviceGraph
+    address)) and its kernels (ids from ``kernel_base``); return the table. ``handle``: the
+    graph's own DeviceGraph record, written too."""
     n = len(deps)
     succs = [[j for j in range(n) if i in deps[j]] for i in range(n)]
     words, first = [], 0
     for i in range(n):
-        d = b.put_descriptor(launch_descriptor(block_ns=block_ns, kernel_id=100 + i))
+        d = b.put_descriptor(launch_descriptor(block_ns=block_ns, kernel_id=kernel_base + i,
+                                               device_graph_launch=(dgl or {}).get(i)))
         words += encode_graph_node("kernel", len(deps[i]), len(succs[i]), first, d,
                                    any((i, j) in prog for j in succs[i]))
         first += len(succs[i])
     words += [encode_graph_edge(j, (i, j) in prog) for i, s in enumerate(succs) for j in s]
     table = b.mem.alloc(4 * len(words), align=256)
     b.mem.write_dwords(table, words)
+    if handle is not None:
+        b.mem.write_dwords(handle, device_graph(table, n, 0, 0))
     return table
 
 
@@ -208,3 +213,52 @@ def test_successors_past_the_edge_memory_fault_whichever_node_has_them():
     b.submit(1, PushBuffer().launch(b.put_descriptor(launch_descriptor(kernel_id=7))))
     b.run_until_idle()
     assert_graph_fault_on_channel_0_only(b)
+
+
+def test_a_tail_launch_runs_in_its_graphs_place_after_it_then_the_channel_goes_on():
+    """A graph whose last kernel tail-launches the graph itself twice: three runs per host
+    launch, each TAIL_START after the run before completed, the release after the last."""
+    b = FrontEndBench(SMALL)
+    b.mmio_write(mmio_global(GlobalReg.TAIL_START), 300)
+    b.setup_channel(0)
+    handle = b.mem.alloc(16, align=256)
+    table = put_graph(b, [set(), {0}], dgl={1: (True, 2, handle)}, handle=handle)
+    sp = syncpoint_address(SMALL, 0)
+    for launch in (1, 2):               # the second host launch counts its calls afresh
+        b.submit(0, graph_launch(PushBuffer(), table, 2).sem_release(sp, launch))
+        b.run_until_idle()
+        runs = [(t, r) for t, _, r in b.log.dispatches if r["graph"]][-6:]
+        assert [r["kernel_id"] for _, r in runs] == [100, 101] * 3
+        assert [r["tail"] for _, r in runs] == [0, 0, 1, 1, 1, 1]
+        assert not any(r["dwalk"] for _, r in runs)
+        done = [t for t, kind, ch, seq in b.log.completions][-6:]
+        for k in (2, 4):                # a run's first node: TAIL_START after the last ended
+            assert 300 < runs[k][0] - done[k - 1] < 340
+        assert b.peek(b.dut.syncpoint.counter_data[0]) == launch
+    assert len(b.log.device_launches) == 4
+
+
+def test_a_fire_and_forget_launch_runs_beside_its_graph_which_waits_for_it():
+    """Node 0 of a host-launched graph launches graph G fire-and-forget as it starts: G runs
+    on the device-launch walker while node 0 still runs, DEVICE_START after the call; the
+    launching graph completes (and its channel's release follows) only after G has."""
+    b = FrontEndBench(SMALL)
+    b.mmio_write(mmio_global(GlobalReg.DEVICE_START), 200)
+    b.setup_channel(0)
+    handle = b.mem.alloc(16, align=256)
+    put_graph(b, [set(), {0}, {1}], block_ns=400, kernel_base=200, handle=handle)
+    parent = put_graph(b, [set()], block_ns=600, dgl={0: (False, 1, handle)})
+    sp = syncpoint_address(SMALL, 0)
+    after = b.put_descriptor(launch_descriptor(kernel_id=7))
+    b.submit(0, graph_launch(PushBuffer(), parent, 1).sem_release(sp, 1)
+             .sem_acquire(sp, 1).launch(after))
+    b.run_until_idle()
+    disp = [(t, r) for t, _, r in b.log.dispatches]
+    assert [r["kernel_id"] for _, r in disp] == [100, 200, 201, 202, 7]
+    assert [r["dwalk"] for _, r in disp] == [0, 1, 1, 1, 0]
+    (called, _), = b.log.device_launches
+    done = [t for t, kind, ch, seq in b.log.completions]
+    assert 200 < disp[1][0] - called < 240 and disp[1][0] < done[0]   # node 0 still runs
+    # the graph completed after G's last node: only then did the channel go on
+    assert done[0] < done[3] < disp[4][0]
+    assert b.peek(b.dut.syncpoint.counter_data[0]) == 1
