@@ -26,6 +26,7 @@ def context_layout(cfg):
         "sem_address": ADDR_BITS, "payload": 64,
         "descriptor": ADDR_BITS, "src": ADDR_BITS, "dst": ADDR_BITS, "length": 32,
         "seq": cfg.seq_bits, "replay_data": 32, "graph_table": ADDR_BITS,
+        "graph_release": 1, "graph_index": cfg.sp_bits, "graph_value": 32,
     })
 
 
@@ -33,7 +34,8 @@ def context_layout(cfg):
 #: ``HOST_METHOD_LIMIT`` is an illegal method.
 HOST_METHODS = (Method.NOP, Method.NON_STALL_INTERRUPT, Method.SEM_ADDR_LO, Method.SEM_ADDR_HI,
                 Method.SEM_PAYLOAD_LO, Method.SEM_PAYLOAD_HI, Method.SEM_EXECUTE, Method.WFI,
-                Method.GRAPH_TABLE_LO, Method.GRAPH_TABLE_HI, Method.GRAPH_LAUNCH)
+                Method.GRAPH_TABLE_LO, Method.GRAPH_TABLE_HI, Method.GRAPH_LAUNCH,
+                Method.GRAPH_RELEASE_INDEX, Method.GRAPH_RELEASE_VALUE)
 
 
 class CommandProcessor(wiring.Component):
@@ -68,7 +70,9 @@ class CommandProcessor(wiring.Component):
     being fetched (``expecting``), so that it runs under the DMA reads instead of after them.
 
     A graph launch (the model's GRAPH_TABLE_LO/HI and GRAPH_LAUNCH methods) is dispatched to the
-    graph walker like work to an engine; the graph's completion counts as its completion.
+    graph walker like work to an engine; the graph's completion counts as its completion. A
+    GRAPH_RELEASE_INDEX (bit 31 set) and GRAPH_RELEASE_VALUE before it give the launch a
+    release of its own, which its completion sets (one launch's: GRAPH_LAUNCH clears it).
 
     Errors: an illegal header, method, subchannel or semaphore operation, or a fetch fault
     reported by the fetcher (or a graph fault by the walker), puts that channel in ERROR with a
@@ -507,13 +511,24 @@ class CommandProcessor(wiring.Component):
                     with m.Case(Method.GRAPH_TABLE_HI):
                         m.d.comb += done.eq(1)
                         m.d.sync += ctx.graph_table[32:].eq(mdata[:8])
+                    with m.Case(Method.GRAPH_RELEASE_INDEX):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += [ctx.graph_release.eq(mdata[31]),
+                                     ctx.graph_index.eq(mdata)]
+                    with m.Case(Method.GRAPH_RELEASE_VALUE):
+                        m.d.comb += done.eq(1)
+                        m.d.sync += ctx.graph_value.eq(mdata)
                     with m.Case(Method.GRAPH_LAUNCH):
                         m.d.comb += done.eq(1)
                         m.d.sync += [offer_graph.eq(1), self.graph.payload.channel.eq(chan),
                                      self.graph.payload.seq.eq(ctx.seq),
                                      self.graph.payload.table.eq(ctx.graph_table),
                                      self.graph.payload.nodes.eq(mdata),
-                                     self.graph.payload.device_runtime.eq(mdata[31])]
+                                     self.graph.payload.device_runtime.eq(mdata[31]),
+                                     self.graph.payload.release.eq(ctx.graph_release),
+                                     self.graph.payload.index.eq(ctx.graph_index),
+                                     self.graph.payload.value.eq(ctx.graph_value),
+                                     ctx.graph_release.eq(0)]
                     with m.Case(Method.OFFSET_IN_UPPER):
                         m.d.comb += done.eq(1)
                         m.d.sync += ctx.src[32:].eq(mdata[:8])

@@ -102,16 +102,18 @@ class GraphWalker(wiring.Component):
     device-runtime code (``device_runtime``) takes ``runtime_start`` ns more to set up.
 
     When every node has completed the walker reports the launch's own completion (channel,
-    seq), which releases whatever the channel posted behind the graph. Graph launches queue
+    seq, and the launch's own release if it has one), which releases whatever the channel
+    posted behind the graph. Graph launches queue
     (``graph_queue``) and run one at a time. A launch of 0 nodes completes at once. One of more
     than ``graph_nodes_max`` nodes, a DMA error on its table, or a last node whose successors
     run past ``graph_edges_max`` faults the channel (``ErrorCause.GRAPH``) and completes the
     launch.
 
-    Timing: a launch's first node is dispatched no earlier than ``graph_start`` ns after the
-    walker takes the launch (a configuration register: the launch's set-up on the device, the
-    same for a graph of one node or a thousand; the table load runs meanwhile), a deadline on
-    ``now`` (``wake_at``). Completion of a node to dispatch of a successor takes about six
+    Timing: a launch's set-up on the device (the same for a graph of one node or a thousand)
+    has two parts, configuration registers: ``graph_prepare`` ns from the cycle the launch
+    reaches the head of the queue (it runs while the walker still runs the launch before),
+    then ``graph_start`` ns once the walker has taken it (the table load runs meanwhile):
+    its first node is dispatched no earlier than that, a deadline on ``now`` (``wake_at``). Completion of a node to dispatch of a successor takes about six
     cycles; at most one node is dispatched every three cycles. The table loads with one DMA
     read of up to ``dma_burst`` dwords in flight at a time.
 
@@ -155,8 +157,11 @@ class GraphWalker(wiring.Component):
         waits for it).
     child_done : In(stream.Signature(completion_layout(cfg)))
         A fire-and-forget launch completed. Always ready.
+    graph_prepare : In(16)
+        ns of a launch's set-up from its reaching the head of the launch queue.
     graph_start : In(16)
-        ns from taking a launch to its first node's dispatch.
+        ns from taking a launch (and its ``graph_prepare`` done) to its first node's
+        dispatch.
     device_start, tail_start, runtime_start : In(16)
         ns from taking a fire-and-forget launch (``device`` walker) to its first dispatch; from
         a run's completion to its tail launch's first dispatch; added to ``graph_start`` for a
@@ -194,6 +199,7 @@ class GraphWalker(wiring.Component):
             "tail": In(stream.Signature(tail_launch_layout(cfg))),
             "child_launched": In(1),
             "child_done": In(stream.Signature(completion_layout(cfg))),
+            "graph_prepare": In(16),
             "graph_start": In(16),
             "cond_start": In(16),
             "device_start": In(16),
@@ -245,6 +251,13 @@ class GraphWalker(wiring.Component):
                      done.w_en.eq(self.node_done.valid), done.w_data.eq(self.node_done.payload.node),
                      self.node_done.ready.eq(done.w_rdy)]
         head = data.View(graph_launch_layout(cfg), queue.r_data)
+        # when the queue's head became the head: its set-up's first part runs from then
+        head_seen = Signal()
+        head_since = Signal(64)
+        m.d.sync += head_seen.eq(queue.r_rdy & ~queue.r_en)
+        with m.If(queue.r_rdy & ~head_seen):
+            m.d.sync += head_since.eq(self.now)
+        head_at = Mux(head_seen, head_since, self.now)
         m.d.comb += [tails.w_en.eq(self.tail.valid), tails.w_data.eq(self.tail.payload),
                      self.tail.ready.eq(tails.w_rdy), self.child_done.ready.eq(1)]
         tail_head = data.View(tail_launch_layout(cfg), tails.r_data)
@@ -493,8 +506,10 @@ class GraphWalker(wiring.Component):
                     if self.device:
                         set_up = self.device_start
                     else:
-                        set_up = self.graph_start + Mux(head.device_runtime, self.runtime_start,
-                                                        0)
+                        prepared = head_at + self.graph_prepare
+                        set_up = (Mux(prepared > self.now, prepared - self.now, 0)
+                                  + self.graph_start
+                                  + Mux(head.device_runtime, self.runtime_start, 0))
                     m.d.sync += [cur.eq(head), cur_tail.eq(0)]
                     begin(head.table, head.nodes, head.channel, set_up)
             with m.Case(WalkerState.LOAD_NODES):
@@ -577,6 +592,9 @@ class GraphWalker(wiring.Component):
                     m.d.sync += [gd.valid.eq(1), gd.payload.channel.eq(cur.channel),
                                  gd.payload.seq.eq(cur.seq),
                                  gd.payload.dwalk.eq(int(self.device)),
+                                 gd.payload.release.eq(cur.release),
+                                 gd.payload.index.eq(cur.index),
+                                 gd.payload.value.eq(cur.value),
                                  state.eq(WalkerState.IDLE)]
 
         # quiet: waiting only for completions or DMA data (FIFO levels count entries that

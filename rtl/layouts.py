@@ -88,11 +88,14 @@ class Method(enum.Enum, shape=12):
     SEM_PAYLOAD_HI = 0x068 >> 2
     SEM_EXECUTE = 0x06C >> 2
     WFI = 0x078 >> 2
-    # model: the graph launch, in host-class addresses NVIDIA leaves unused (0x0E0-0x0E8):
-    # the table address of an instantiated graph, then GRAPH_LAUNCH with its node count
+    # model: the graph launch, in host-class addresses NVIDIA leaves unused (0x0E0-0x0F0):
+    # the table address of an instantiated graph, the syncpoint its completion releases
+    # (index, bit 31 set; then the value), then GRAPH_LAUNCH with its node count
     GRAPH_TABLE_LO = 0x0E0 >> 2
     GRAPH_TABLE_HI = 0x0E4 >> 2
     GRAPH_LAUNCH = 0x0E8 >> 2
+    GRAPH_RELEASE_INDEX = 0x0EC >> 2
+    GRAPH_RELEASE_VALUE = 0x0F0 >> 2
     # compute class, subchannel 1
     SEND_PCAS_A = 0x2B4 >> 2
     SEND_SIGNALING_PCAS2_B = 0x2C0 >> 2
@@ -482,10 +485,12 @@ def completion_layout(cfg):
 
 def graph_launch_layout(cfg):
     """CP -> graph walker: run the graph whose table is at ``table`` for a channel
-    (``device_runtime``: its kernels hold device-runtime code)."""
+    (``device_runtime``: its kernels hold device-runtime code); ``release``: its completion
+    sets syncpoint ``index`` to ``value``, as a kernel's release does."""
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
                               "table": ADDR_BITS, "nodes": cfg.node_bits + 1,
-                              "device_runtime": 1})
+                              "device_runtime": 1, "release": 1, "index": cfg.sp_bits,
+                              "value": 32})
 
 
 def device_launch_layout(cfg):
@@ -560,6 +565,8 @@ class GlobalReg(enum.Enum, shape=5):
     TAIL_START = 16        # ns from a run's completion to its tail launch's first dispatch
     RUNTIME_START = 17     # ns a host launch of a graph holding device-runtime code adds to
                            # its set-up
+    GRAPH_PREPARE = 18     # ns of a graph launch's set-up done while it waits at the head of
+                           # the walker's queue (GRAPH_START follows once the walker takes it)
 
 
 STATUS_BAD_CHANNEL = 1 << 0

@@ -243,9 +243,15 @@ class SyncpointUnit(wiring.Component):
         rd_acquire, rd_fire, rd_scan, rd_poll = (mem.read_port(domain="comb") for _ in range(4))
         wr_counter = mem.write_port()
 
+        # (a graph's completion that carries a release waits a cycle for the counter write
+        # port while a kernel's completion carrying one has it)
+        cd = self.compute_done
+        done_release = cd.valid & cd.payload.release
+        gd = self.graph_done
         m.d.comb += [self.acquire.ready.eq(1), self.dispatched.ready.eq(1),
                      self.compute_done.ready.eq(1), self.copy_done.ready.eq(1),
-                     self.graph_done.ready.eq(1)]
+                     gd.ready.eq(~(done_release & gd.payload.release))]
+        graph_release = gd.valid & gd.ready & gd.payload.release
 
         # -- in-flight accounting: a count per source and channel, a total, a count per TSG --
         sources = (self.dispatched, self.compute_done, self.copy_done, self.graph_done)
@@ -260,7 +266,7 @@ class SyncpointUnit(wiring.Component):
             wp = cmem.write_port()
             own = cmem.read_port(domain="comb")
             m.d.comb += [own.addr.eq(c), wp.addr.eq(c), wp.data.eq(own.data + 1),
-                         wp.en.eq(port.valid)]
+                         wp.en.eq(port.valid & port.ready)]
             counts.append(cmem)
 
         def in_flight_of(c):
@@ -274,12 +280,12 @@ class SyncpointUnit(wiring.Component):
 
         total = Signal(ib + 8)
         m.d.sync += total.eq(total + self.dispatched.valid - self.compute_done.valid
-                             - self.copy_done.valid - self.graph_done.valid)
+                             - self.copy_done.valid - (gd.valid & gd.ready))
         m.d.comb += self.all_complete.eq(total == 0)
         tsg_count = [Signal(ib + 8, name=f"tsg{g}_in_flight") for g in range(cfg.tsgs)]
         for g in range(cfg.tsgs):
             inc = self.dispatched.valid & (self.lookup_tsg[0] == g)
-            dec = sum(port.valid & (self.lookup_tsg[i] == g)
+            dec = sum(port.valid & port.ready & (self.lookup_tsg[i] == g)
                       for i, port in enumerate(sources) if i)
             m.d.sync += tsg_count[g].eq(tsg_count[g] + inc - dec)
             # a dispatch counts from its own cycle: the channel's methods are gone from `busy`
@@ -302,7 +308,8 @@ class SyncpointUnit(wiring.Component):
         m.d.comb += post.ready.eq(~busy.bit_select(pc, 1) & ~rel_valid.all())
         slot_free = Signal(range(k))
         m.d.comb += slot_free.eq(lowest_set(~rel_valid, len(slot_free)))
-        dec_post = sum(port.valid & (port.payload.channel == pc) for port in sources[1:])
+        dec_post = sum(port.valid & port.ready & (port.payload.channel == pc)
+                       for port in sources[1:])
         post_in_flight = in_flight_of(pc)
         with m.If(post.valid & post.ready):
             busy_bits.set(pc)
@@ -311,7 +318,7 @@ class SyncpointUnit(wiring.Component):
         for j in range(k):
             # only a WFI release counts older work down: one without WFI waits for nothing,
             # and older work completing while it waits its turn to fire must not wrap it
-            older = sum(port.valid & (port.payload.channel == rel[j].channel)
+            older = sum(port.valid & port.ready & (port.payload.channel == rel[j].channel)
                         & (port.payload.seq - rel[j].seq)[sb - 1] for port in sources[1:])
             with m.If(rel_valid[j] & rel[j].wfi):
                 m.d.sync += rel_wait[j].eq(rel_wait[j] - older)
@@ -353,7 +360,8 @@ class SyncpointUnit(wiring.Component):
         rels = Array(rel)
         m.d.comb += [r.eq(rels[cur]), p.eq(rels[pick]),
                      rd_fire.addr.eq(p.index), p_counter.eq(rd_fire.data)]
-        with m.If(~(self.compute_done.valid & self.compute_done.payload.release)):
+        with m.If(~(self.compute_done.valid & self.compute_done.payload.release)
+                  & ~graph_release):
             m.d.comb += [wr_counter.addr.eq(p.index), wr_counter.data.eq(p_new)]
         with m.Switch(p.kind):
             with m.Case(ReleaseKind.SET):
@@ -385,16 +393,17 @@ class SyncpointUnit(wiring.Component):
             stall_bits.clear(c)
 
         # a completion that carries its own release has the counter write port this cycle
-        cd = self.compute_done
-        done_release = cd.valid & cd.payload.release
         with m.If(done_release):
             m.d.comb += [wr_counter.addr.eq(cd.payload.index), wr_counter.data.eq(cd.payload.value),
+                         wr_counter.en.eq(1), counter_changed.eq(1)]
+        with m.Elif(graph_release):
+            m.d.comb += [wr_counter.addr.eq(gd.payload.index), wr_counter.data.eq(gd.payload.value),
                          wr_counter.en.eq(1), counter_changed.eq(1)]
         with m.Switch(fstate):
             with m.Case(FireState.IDLE):
                 with m.If(fireable.any()):
                     with m.If(p.to_counter):
-                        with m.If(~done_release):
+                        with m.If(~done_release & ~graph_release):
                             m.d.comb += [wr_counter.en.eq(1), counter_changed.eq(1)]
                             retire(pick, p.channel)
                     with m.Else():

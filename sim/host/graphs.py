@@ -277,18 +277,23 @@ def apply_changes(umd, x, kernel_id):
     x.changed.clear()
 
 
-def push_launch(cfg, pb, x, nodes, stream):
+def push_launch(cfg, pb, x, nodes, stream, release):
     """The commands of one launch of ``x`` (of ``nodes`` nodes) on ``stream``'s channel,
-    after what orders it behind the stream; behind its previous launch too."""
+    after what orders it behind the stream; behind its previous launch too. ``release``:
+    (syncpoint, value) its completion sets, as a kernel's does (no channel release waits
+    for it: the launch after it reaches the walker's queue while it runs); then the
+    stream's tracking semaphore, released behind it (RELEASE_WFI)."""
     if x.last_launch is not None and x.last_launch[0] != stream.syncpoint:
         acquire(cfg, pb, *x.last_launch)
     pb.incr(Method.GRAPH_TABLE_LO, x.table & 0xFFFFFFFF, x.table >> 32)
+    pb.incr(Method.GRAPH_RELEASE_INDEX, release[0] | 1 << 31, release[1] & 0xFFFFFFFF)
     if x.device_runtime:
         pb.incr(Method.GRAPH_LAUNCH, nodes | GRAPH_LAUNCH_DEVICE_RUNTIME)
     elif nodes < (1 << 13):
         pb.immd(Method.GRAPH_LAUNCH, nodes)
     else:
         pb.incr(Method.GRAPH_LAUNCH, nodes)
+    pb.sem_release(stream.tracking, release[1], wfi=True)
 
 
 def queue_launch(umd, x, correlation_id, stream):

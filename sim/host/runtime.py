@@ -748,10 +748,10 @@ class Runtime:
         apply_changes(self.umd, x, self._kernel_id)
         ch = s.channel
         pb = PushBuffer()
-        order_after_stream(self.cfg, pb, s, ch)
+        order_after_stream(self.cfg, pb, s, ch, graph=True)
         size = len(x.descriptors)            # the table: the graph's nodes and its bodies'
-        push_launch(self.cfg, pb, x, size, s)
-        release_stream(self.cfg, pb, s, ch)
+        push_launch(self.cfg, pb, x, size, s, release_on_completion(s, ch))
+        s.after_graph = True
         x.last_launch = (s.syncpoint, s.work)
         queue_launch(self.umd, x, corr, s)
         # the fixed part, then under CUPTI the profiler's records of every node, then the

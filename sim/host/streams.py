@@ -49,6 +49,10 @@ class Stream:
     # PDL: the stream's latest op was a kernel launch (captured or not), with nothing else
     # issued to it or waited for since: a programmatic launch now depends on that kernel
     after_kernel: bool = False
+    # its latest work is a graph launch on ``last_channel``, nothing waited for since: the
+    # graph walker runs that channel's launches one after another, so the next launch there
+    # needs no acquire (its set-up starts while the one before runs)
+    after_graph: bool = False
     lock: object = None             # the driver's lock on it (runtime.DriverLock)
 
 
@@ -56,12 +60,15 @@ def acquire(cfg, pb, syncpoint, value):
     pb.sem_acquire(syncpoint_address(cfg, syncpoint), value, SemOp.ACQ_CIRC_GEQ)
 
 
-def order_after_stream(cfg, pb, stream, ch, behind=0):
+def order_after_stream(cfg, pb, stream, ch, behind=0, graph=False):
     """Acquire the stream's syncpoint when its latest work may still run, and, on a channel
     other than the stream's own, what the stream has waited for since (on its own channel
     those acquires are already ahead in the channel). ``behind``: acquire the completion of
     the work that many releases back instead (a PDL launch, which the compute work
-    distributor orders behind its primary itself)."""
+    distributor orders behind its primary itself). ``graph``: for a graph launch, which
+    needs none behind a graph launch of the stream on the same channel."""
+    if graph and stream.after_graph and not stream.waits and stream.last_channel is ch:
+        return
     if stream.work > behind:
         acquire(cfg, pb, stream.syncpoint, stream.work - behind)
     if ch is not stream.channel:
@@ -94,6 +101,7 @@ def release_on_completion(stream, ch):
     stream.work += 1
     stream.last_channel = ch
     stream.waits = {}
+    stream.after_graph = False
     return (stream.syncpoint, stream.work)
 
 
@@ -103,6 +111,7 @@ def release_stream(cfg, pb, stream, ch):
     stream.work += 1
     stream.last_channel = ch
     stream.waits = {}
+    stream.after_graph = False
     # the tracking semaphore first: the stream's next work, perhaps on another channel, waits
     # for the syncpoint, so its own tracking release cannot land before this one
     pb.sem_release(stream.tracking, stream.work, wfi=True)

@@ -206,6 +206,9 @@ class Params:
     pbdma_ctx_load_ns: float = _ns("PBDMA: loading the next channel's context")
     cp_switch_ns: float = _ns("command processor: moving to another resident channel's methods "
                               "(its decode context and engine state loaded)")
+    graph_prepare_ns: float = _ns("graph walker: the part of a graph launch's set-up that runs "
+                                  "from its reaching the head of the walker's queue, while "
+                                  "the launch before it still runs")
     graph_start_ns: float = _ns("graph walker: a graph launch taken -> its first node dispatched "
                                 "(the launch's set-up on the device, whatever the graph's size)")
     cond_iteration_ns: float = _ns("graph walker: a conditional node's iteration begins (the "
@@ -280,6 +283,7 @@ class Params:
                 GlobalReg.CH_TIMESLICE: round(self.pbdma_ch_timeslice_ns),
                 GlobalReg.CP_SWITCH: round(self.cp_switch_ns),
                 GlobalReg.GRAPH_START: round(self.graph_start_ns),
+                GlobalReg.GRAPH_PREPARE: round(self.graph_prepare_ns),
                 GlobalReg.COND_START: round(self.cond_iteration_ns),
                 GlobalReg.DEVICE_START: round(self.device_graph_start_ns),
                 # a tail launch: the device runtime's launch work as the launching run
