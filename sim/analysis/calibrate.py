@@ -365,7 +365,18 @@ def direct_fit():
     out["h2d_bytes_per_ns"] = copies["copy_h2d_gbps"]
     out["d2h_bytes_per_ns"] = copies["copy_d2h_gbps"]
     out["d2d_bytes_per_ns"] = copies["copy_d2d_gbps"]
+    out.update(device_launch_fit())
     return out
+
+
+def device_launch_fit():
+    """The device-side fire-and-forget cudaGraphLaunch call (the launcher's timer reads
+    around it, unprofiled), and what CUPTI adds to it (the profiled run's)."""
+    from gpufe.sim.analysis.metrics import scenario_metrics
+    call = {p: scenario_metrics(_trace(f"{p}dl_ff_b1_m100"), "devlaunch")["dl_call_us"] * 1e3
+            for p in ("nocupti_", "")}
+    return {"device_launch_call_ns": call["nocupti_"],
+            "cupti_device_launch_ns": call[""] - call["nocupti_"]}
 
 
 #: (parameter, scenario, metric, first two guesses): fitted in this order
@@ -392,9 +403,13 @@ SIMULATED = [
     # behind it): the semaphore's way back to the CPU, one value for both
     ("host_write_visible_ns", ("sync_h0", "sync_h1"), "sync_return_us", (250.0, 2000.0)),
     # a graph launch's set-up on the device (its first kernel starts ~3.5 us after the call
-    # returns, profiled or not, whatever the size up to 1,000 nodes): the wall time of a
-    # short graph, unprofiled
-    ("graph_start_ns", "nocupti_graph_nodes10", "wall_per_rep_us", (1000.0, 4000.0)),
+    # returns, profiled or not, whatever the size up to 1,000 nodes): the part once the
+    # walker has taken it, on launches queued behind a gate (the body graph of cond, each
+    # taken as the one before completes), then the part before, from the wall time of a
+    # short graph launched alone, unprofiled
+    ("graph_start_ns", "nocupti_condhost_b1_m1000_gate", "cond_iteration_us",
+     (1000.0, 2000.0)),
+    ("graph_prepare_ns", "nocupti_graph_nodes10", "wall_per_rep_us", (300.0, 900.0)),
     # the host scheduler: the PBDMA's context switch (save and load, one value each: the
     # traces give their sum) on four and eight busy channels (more than the PBDMAs: each
     # kernel costs a switch through the context port), then the poll of a channel parked off
@@ -423,6 +438,15 @@ SIMULATED = [
     # a WHILE conditional node's iteration on the device (unprofiled, the control kernel's
     # stamps): the set-up before its body's roots are queued
     ("cond_iteration_ns", "nocupti_cond_b1_m1000", "cond_iteration_us", (3000.0, 4500.0)),
+    # device graph launch (unprofiled, in-kernel stamps): a fire-and-forget launch's start
+    # on the device-launch walker (its call returned -> the graph's first kernel); the
+    # device runtime's set-up of a host launch of a graph holding its code (queued host
+    # launches: the control kernel -> the next launch's first kernel); a tail launch's call
+    # in the launching kernel (the tail self-relaunch's period)
+    ("device_graph_start_ns", "nocupti_dl_ff_b1_m100", "dl_ret_to_first_us", (500.0, 900.0)),
+    ("device_runtime_start_ns", "nocupti_dl_host_b1_m100_gate", "dl_ctrl_to_next_us",
+     (3000.0, 4000.0)),
+    ("tail_launch_call_ns", "nocupti_dl_tail_b1_m100", "dl_period_us", (1000.0, 2000.0)),
 ]
 
 

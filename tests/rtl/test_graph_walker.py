@@ -262,3 +262,28 @@ def test_a_fire_and_forget_launch_runs_beside_its_graph_which_waits_for_it():
     # the graph completed after G's last node: only then did the channel go on
     assert done[0] < done[3] < disp[4][0]
     assert b.peek(b.dut.syncpoint.counter_data[0]) == 1
+
+
+def test_a_queued_launch_is_prepared_while_the_one_before_runs_and_completes_its_release():
+    """Two launches of a one-node graph back to back on a channel, each carrying its own
+    release (GRAPH_RELEASE_INDEX/VALUE): the first starts GRAPH_PREPARE + GRAPH_START after
+    it is taken; the second, prepared while the first ran, GRAPH_START after the first
+    completes; each completion sets the syncpoint to its value."""
+    b = FrontEndBench(SMALL)
+    b.mmio_write(mmio_global(GlobalReg.GRAPH_PREPARE), 500)
+    b.mmio_write(mmio_global(GlobalReg.GRAPH_START), 100)
+    b.setup_channel(0)
+    table = put_graph(b, [set()], block_ns=2000)
+    pb = PushBuffer()
+    for value in (1, 2):
+        pb.incr(Method.GRAPH_TABLE_LO, table & 0xFFFFFFFF, table >> 32)
+        pb.incr(Method.GRAPH_RELEASE_INDEX, 3 | 1 << 31, value)
+        pb.immd(Method.GRAPH_LAUNCH, 1)
+    t0 = b.cycle
+    b.submit(0, pb)
+    b.run_until_idle()
+    (d1, _, _), (d2, _, _) = b.log.dispatches
+    done = [t for t, kind, ch, seq in b.log.completions]
+    assert 600 <= d1 - t0 < 700              # doorbell, fetch, decode, then the set-up
+    assert 100 <= d2 - done[0] < 120         # the second one was prepared meanwhile
+    assert b.peek(b.dut.syncpoint.counter_data[3]) == 2

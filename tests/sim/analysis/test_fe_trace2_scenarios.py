@@ -32,7 +32,7 @@ def test_the_bundle_is_shipped():
     names = set(scenario_names())
     assert set(FE_TRACE2_BUNDLE) <= names
     assert {program_of(n) for n in FE_TRACE2_BUNDLE} == {"actgap", "procs", "gupdate", "pdl",
-                                                          "threads", "cond"}
+                                                          "threads", "cond", "devlaunch"}
 
 
 @pytest.mark.parametrize("name", FE_TRACE2_BUNDLE)
@@ -524,3 +524,41 @@ def test_cond_workloads_hold_a_while_node_or_host_launches():
     assert (add["kind"], add["iterations"], add["body"]) == ("while", 100, "body")
     h = load_workload(scenario_paths("nocupti_condhost_b1_m100_gate")[0])
     assert not any(op["op"] == "graph_add_conditional" for op in h["program"])
+
+
+# ------------------------------------------------------------------ devlaunch
+
+
+@pytest.mark.parametrize("name, period, to_next, call, ret", [
+    # FIGURES.md's devlaunch table: stamp_period_med_ns, ctrl_to_next_first_ns,
+    # launcher_call_ns, launcher_ret_to_first_ns
+    ("nocupti_dl_host_b1_m100", 6.080, 5.312, None, None),
+    ("nocupti_dl_hostplain_b1_m100_gate", 2.720, 1.952, None, None),
+    ("nocupti_dl_ff_b1_m100", 9.824, 9.024, 2.240, 0.832),
+    ("nocupti_dl_tail_b1_m100", 5.696, 4.928, None, None),
+    ("dl_tailff_b1_m100", 6.848, 6.016, 3.168, 0.864),
+])
+def test_devlaunch_figures_of_the_traces_are_the_recordings(name, period, to_next, call, ret):
+    f = figures(name)
+    assert f["dl_period_us"] == pytest.approx(period, abs=1e-3)
+    assert f["dl_ctrl_to_next_us"] == pytest.approx(to_next, abs=1e-3)
+    assert f.get("dl_call_us") == (None if call is None else pytest.approx(call, abs=1e-3))
+    assert f.get("dl_ret_to_first_us") == (None if ret is None else pytest.approx(ret, abs=1e-3))
+
+
+def test_devlaunch_workloads_follow_the_mode():
+    def program(name):
+        return load_workload(scenario_paths(name)[0])["program"]
+
+    def ctrl(prog):
+        return next(op for op in prog if op.get("kernel", "").startswith("k_ctrl"))
+
+    tail = program("nocupti_dl_tail_b1_m100")
+    assert ctrl(tail)["device_graph_launch"] == {"graph": "G", "mode": "tail", "count": 99}
+    assert {"op": "graph_instantiate", "graph": "G", "device_launch": True} in tail
+    ff = program("nocupti_dl_ff_b1_m100")
+    launcher = next(op for op in ff if op.get("kernel") == "k_launcher")
+    assert launcher["device_graph_launch"]["mode"] == "fire_and_forget"
+    assert ctrl(ff)["device_graph_launch"]["count"] == 0       # the code, never called
+    plain = program("nocupti_dl_hostplain_b1_m100")
+    assert ctrl(plain)["device_graph_launch"] is None

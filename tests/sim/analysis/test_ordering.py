@@ -356,6 +356,54 @@ def test_launches_of_one_executable_graph_are_serialized():
         "graph-exec-serial:graph-kernel->graph-kernel"]
 
 
+def test_device_launches_run_beside_or_after_their_launching_graph():
+    """Graph l: k_l launches g fire-and-forget; g (device launch): k_a, then k_ctl, which
+    tail-launches g once more. Its child runs (k_a, k_ctl twice) start after k_l starts, the
+    second after the first ends, and the stream's next kernel after all of them."""
+    def k(name, graph=None, mode=None):
+        op = launch("s", kernel=name)
+        if graph:
+            op["device_graph_launch"] = {"graph": graph, "mode": mode, "count": 1}
+        return op
+    prog = streams("s") + [{"op": "stream_begin_capture", "stream": "s"}, k("k_a"),
+                           k("k_ctl", "g", "tail"),
+                           {"op": "stream_end_capture", "stream": "s", "graph": "g"},
+                           {"op": "graph_instantiate", "graph": "g", "device_launch": True},
+                           {"op": "stream_begin_capture", "stream": "s"},
+                           k("k_l", "g", "fire_and_forget"),
+                           {"op": "stream_end_capture", "stream": "s", "graph": "l"},
+                           {"op": "graph_instantiate", "graph": "l"},
+                           {"op": "graph_launch", "graph": "l", "stream": "s"},
+                           k("k_after")]
+    t = Timeline()
+    t.calls("stream_create", "stream_begin_capture", "launch_kernel", "launch_kernel",
+            "stream_end_capture", "graph_instantiate", "stream_begin_capture",
+            "launch_kernel", "stream_end_capture", "graph_instantiate")
+    gl = t.call("graph_launch")
+    after = t.call("launch_kernel")
+
+    def node(name, n, start, end, device=True):
+        r = t.work(gl, start, end, node=n)
+        r["name"] = name
+        if device:
+            r["device_launched"] = True
+        return r
+    node("k_l", 0, 50_000, 60_000, device=False)
+    runs = [(node("k_a", 0, s, s + 1000), node("k_ctl", 1, s + 1000, s + 2000))
+            for s in (51_000, 54_000)]
+    k_after = t.work(after, 60_100, 61_000)
+    violations, checked = check(prog, t.records)
+    assert violations == []
+    runs[1][0]["start"] = 52_500          # the tail run before its launching run's end
+    assert classes(check(prog, t.records)[0]) == ["tail-launch:graph-kernel->graph-kernel"]
+    runs[1][0]["start"] = 54_000
+    runs[0][0]["start"] = 49_000          # the child before the kernel that launched it
+    assert classes(check(prog, t.records)[0]) == ["device-launch:graph-kernel->graph-kernel"]
+    runs[0][0]["start"] = 51_000
+    runs[1][1]["end"] = 60_500            # the stream's next kernel before the child's end
+    assert classes(check(prog, t.records)[0]) == ["graph-in-stream:graph-kernel->kernel"]
+
+
 def test_captured_work_does_not_run():
     prog = fork_join_graph()
     t, before, (gl,), after = fork_join_timeline()
@@ -417,6 +465,7 @@ def test_generated_programs_are_valid_and_cover_every_op():
     seen, kinds, mcs, fills, multi_stream_captures = set(), set(), set(), 0, 0
     timing, priorities, launches_into_other_streams = set(), set(), 0
     threaded = pdl = 0
+    modes = set()
     for i in range(300):
         w = generate(f"t.{i}")
         parsed = parse_workload(w, w["name"])          # raises if not valid
@@ -428,6 +477,8 @@ def test_generated_programs_are_valid_and_cover_every_op():
             ops = list(_ops(w["program"]))
         mcs.add(w["max_connections"])
         pdl += sum(1 for op in ops if op.get("pdl"))
+        modes.update(op["device_graph_launch"]["mode"] for op in ops
+                     if op.get("device_graph_launch") and op["device_graph_launch"]["count"])
         seen.update(op["op"] for op in ops)
         kinds.update(op["kind"] for op in ops if op["op"] == "memcpy_async")
         timing.update(op["timing"] for op in ops if op["op"] == "event_create")
@@ -449,6 +500,7 @@ def test_generated_programs_are_valid_and_cover_every_op():
     assert min(mcs) == 1 and max(mcs) == 32 and len(mcs) > 20
     assert fills >= 3 and multi_stream_captures >= 10 and launches_into_other_streams >= 10
     assert 20 <= threaded <= 60 and pdl >= 300
+    assert modes == {"tail", "fire_and_forget"}
     assert {generate(f"t.{i}", [4, 8])["max_connections"] for i in range(20)} == {4, 8}
 
 
