@@ -215,7 +215,8 @@ class FrontEnd(wiring.Component):
         m.submodules.walker_dma_mux = walker_mux = StreamMux(layout)
         top = 1 << cfg.pbdma_bits
         for src, port, tag in ((fe.dma_req, dma_mux.a, fe.dma_req.payload.tag),
-                               (gw.dma_req, walker_mux.a, top), (dw.dma_req, walker_mux.b, top | 1)):
+                               (gw.dma_req, walker_mux.a, top),
+                               (dw.dma_req, walker_mux.b, top | 1)):
             m.d.comb += [port.valid.eq(src.valid), src.ready.eq(port.ready),
                          port.payload.address.eq(src.payload.address),
                          port.payload.count.eq(src.payload.count), port.payload.tag.eq(tag)]

@@ -103,8 +103,8 @@ class GraphWalker(wiring.Component):
 
     When every node has completed the walker reports the launch's own completion (channel,
     seq, and the launch's own release if it has one), which releases whatever the channel
-    posted behind the graph. Graph launches queue
-    (``graph_queue``) and run one at a time. A launch of 0 nodes completes at once. One of more
+    posted behind the graph. Graph launches queue (``graph_queue``) and run one at a time. A
+    launch of 0 nodes completes at once. One of more
     than ``graph_nodes_max`` nodes, a DMA error on its table, or a last node whose successors
     run past ``graph_edges_max`` faults the channel (``ErrorCause.GRAPH``) and completes the
     launch.
@@ -113,8 +113,9 @@ class GraphWalker(wiring.Component):
     has two parts, configuration registers: ``graph_prepare`` ns from the cycle the launch
     reaches the head of the queue (it runs while the walker still runs the launch before),
     then ``graph_start`` ns once the walker has taken it (the table load runs meanwhile):
-    its first node is dispatched no earlier than that, a deadline on ``now`` (``wake_at``). Completion of a node to dispatch of a successor takes about six
-    cycles; at most one node is dispatched every three cycles. The table loads with one DMA
+    its first node is dispatched no earlier than that, a deadline on ``now`` (``wake_at``).
+    Completion of a node to dispatch of a successor takes about six cycles; at most one node
+    is dispatched every three cycles. The table loads with one DMA
     read of up to ``dma_burst`` dwords in flight at a time.
 
     Parameters
@@ -608,4 +609,7 @@ class GraphWalker(wiring.Component):
                & ~d_busy & ~offered & (cstate == CompletionState.IDLE)
                & ((done_count != cur.nodes - n_body) | (children != 0)))
             | (loading & in_flight_read & ~req.valid & ~rsp.valid))
+        with m.If(queue.r_rdy & ~head_seen):
+            # a new head of the queue: the cycle it is stamped must not be jumped over
+            m.d.comb += self.quiescent.eq(0)
         return m

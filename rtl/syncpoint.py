@@ -397,7 +397,8 @@ class SyncpointUnit(wiring.Component):
             m.d.comb += [wr_counter.addr.eq(cd.payload.index), wr_counter.data.eq(cd.payload.value),
                          wr_counter.en.eq(1), counter_changed.eq(1)]
         with m.Elif(graph_release):
-            m.d.comb += [wr_counter.addr.eq(gd.payload.index), wr_counter.data.eq(gd.payload.value),
+            m.d.comb += [wr_counter.addr.eq(gd.payload.index),
+                         wr_counter.data.eq(gd.payload.value),
                          wr_counter.en.eq(1), counter_changed.eq(1)]
         with m.Switch(fstate):
             with m.Case(FireState.IDLE):

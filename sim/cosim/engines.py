@@ -166,7 +166,7 @@ class ComputeEngine:
         self._token = 0
         self._primaries = {}                 # primary key -> live kernel (PDL)
         self.on_device_launch = None         # on_device_launch(kernel): its call returned
-        self._calls_left = {}                # (descriptor, host launch) -> launches left
+        self._calls_left = {}                # descriptor -> (host launch, launches left)
 
     def launch(self, kernel, graph=False, primary_key=None):
         """A graph node's launch state was prepared at instantiation: it becomes eligible
@@ -310,12 +310,15 @@ class ComputeEngine:
         one (ps it takes, else 0). The launch goes out as the call returns."""
         tail, count, _ = k.dgl
         # counted per host launch (its correlation id, which device-launched runs carry)
-        key = (k.descriptor, k.launch["correlation_id"])
-        left = self._calls_left.get(key, count) if k.tail_run else count
+        corr = k.launch["correlation_id"]
+        left = count
+        if k.tail_run:
+            last = self._calls_left.get(k.descriptor)
+            if last is not None and last[0] == corr:
+                left = last[1]
+        self._calls_left[k.descriptor] = (corr, max(left - 1, 0))
         if left == 0:
-            self._calls_left[key] = 0
             return 0
-        self._calls_left[key] = left - 1
         call = self.p.tail_launch_call_ns if tail else self.p.device_launch_call_ns
         if self.profiled and not tail:
             call += self.p.cupti_device_launch_ns

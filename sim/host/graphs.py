@@ -16,9 +16,10 @@
   ``DeviceGraph`` record (its table and node count: what its cudaGraphExec_t leads the
   device runtime to), which kernels holding device-side cudaGraphLaunch code name in their
   descriptors, with the launch's mode and how many times they call it.
-- A launch pushes the table's address and ``GRAPH_LAUNCH`` (with the node count, and whether
-  the graph holds device-runtime code) on the stream's channel, and appends a launch record to the launch queue: the per-launch fields of
-  its nodes (correlation id, stream, priority), which the engines read as they take them.
+- A launch pushes the table's address, the release its completion sets and ``GRAPH_LAUNCH``
+  (with the node count, and whether the graph holds device-runtime code) on the stream's
+  channel, and appends a launch record to the launch queue: the per-launch fields of its
+  nodes (correlation id, stream, priority), which the engines read as they take them.
   CUDA orders each launch of an executable graph behind its previous launch, whatever the
   streams: it acquires the release that follows the previous one.
 """

@@ -579,6 +579,9 @@ class Runtime:
         if any(b.kind == "conditional" for c in conds for b in c.body):
             raise ApiError(f"graph {graph!r}: a conditional node's body holds a conditional "
                            f"node (not modelled: nested conditionals)")
+        if any(b.dgl is not None and b.dgl[2] for c in conds for b in c.body):
+            raise ApiError(f"graph {graph!r}: a conditional node's body launches graphs from "
+                           f"the device (not modelled)")
         flat = [node for node, _ in table_nodes(g.nodes)[0]]
         n = len(flat)
         n_edges = sum(len(node.deps) for node in flat)

@@ -865,6 +865,9 @@ def _walk(program, m, t, st):
                     t["device_bytes"] += m * _device_bytes(op["bytes"])
             if cap is not None:
                 caps[cap][2] += m
+                dgl = op.get("device_graph_launch") if kind == "launch_kernel" else None
+                if dgl is not None and dgl["count"]:
+                    caps[cap][3].append((dgl["graph"], dgl["mode"], dgl["count"]))
         elif kind == "host_sleep":
             t["sleep_ns"] += m * op["ns"]
         elif kind == "event_record":
@@ -879,15 +882,16 @@ def _walk(program, m, t, st):
                 capturing[op["stream"]] = cap
         elif kind == "stream_begin_capture":
             cap = len(caps)
-            caps[cap] = [_Work(), 0, 0]           # work, device bytes, nodes
+            # work, device bytes, nodes, device launches (graph, mode, count)
+            caps[cap] = [_Work(), 0, 0, []]
             capturing[op["stream"]] = cap
         elif kind == "stream_end_capture":
             cap = capturing.get(op["stream"])
-            st["graphs"][op["graph"]] = caps[cap] if cap is not None else [_Work(), 0, 0]
+            st["graphs"][op["graph"]] = caps[cap] if cap is not None else [_Work(), 0, 0, []]
             for s in [s for s, c in capturing.items() if c == cap]:
                 del capturing[s]
         elif kind == "graph_create":
-            st["graphs"][op["graph"]] = [_Work(), 0, 0]
+            st["graphs"][op["graph"]] = [_Work(), 0, 0, []]
         elif kind == "graph_add_conditional":
             g, b = st["graphs"].get(op["graph"]), st["graphs"].get(op["body"])
             if g is not None and b is not None:
@@ -904,8 +908,37 @@ def _walk(program, m, t, st):
             g = st["graphs"].get(op["graph"])
             if g is not None:
                 t["graph_launches"] += m
-                t["graph_node_runs"] += m * g[2]
-                t["work"].add(g[0], m)
+                runs = _launch_runs(st["graphs"], op["graph"])
+                for name, n in runs.items():
+                    t["graph_node_runs"] += m * n * st["graphs"][name][2]
+                    t["work"].add(st["graphs"][name][0], m * n)
+
+
+def _launch_runs(graphs, name):
+    """{graph: runs at most} of one host launch of graph ``name`` with the device launches
+    its kernels make (see ``device_graph_launch``): its run; for each fire-and-forget kernel,
+    ``count`` chains of its target; and a chain's tail launches, each tail-launching kernel
+    reached calling at most ``count`` times, each call a run of any graph the chain reaches
+    (a bound)."""
+    out = {}
+
+    def chain(start, times):
+        reach, todo = [], [start]
+        while todo:
+            g = todo.pop()
+            if g in graphs and g not in reach:
+                reach.append(g)
+                todo += [t for t, mode, _ in graphs[g][3] if mode == "tail"]
+        calls = sum(c for g in reach for _, mode, c in graphs[g][3] if mode == "tail")
+        for g in reach:
+            out[g] = out.get(g, 0) + times * (calls + (g == start))
+        return reach
+
+    for g in chain(name, 1):
+        for target, mode, count in graphs[g][3]:
+            if mode == "fire_and_forget":
+                chain(target, count)
+    return out
 
 
 def time_bound_ns(totals, params):
