@@ -177,7 +177,8 @@ class ComputeEngine:
         self._order += 1
         latency = self.p.graph_launch_latency_ns if graph else self.p.launch_latency_ns
         if kernel.dgl is not None and not graph:
-            latency += self.p.device_runtime_start_ns
+            latency += (self.p.device_runtime_start_ns
+                        + self.p.cupti_device_runtime_ns(self.profiled))
         own = self.primary_key(kernel)
         if own is not None:
             self._primaries[own] = kernel

@@ -176,9 +176,13 @@ class Params:
                                              "cudaGraphExecDestroy, a re-instantiation)")
     cupti_kernel_ns: float = _ns("CUPTI: added to every kernel's duration (its timestamps)")
     cupti_graph_kernel_ns: float = _ns("CUPTI: added to every graph kernel's duration")
-    cupti_device_launch_ns: float = _ns("CUPTI: added to a device-side fire-and-forget "
-                                        "cudaGraphLaunch call (its launch is traced; a tail "
-                                        "launch's call, measured, pays next to nothing)")
+    cupti_device_launch_ns: float = _ns("CUPTI: added to each operation of the device "
+                                        "runtime (a fire-and-forget device-side "
+                                        "cudaGraphLaunch call, where it is measured; a tail "
+                                        "launch as its launching graph completes; a host "
+                                        "launch's set-up of a graph holding its code); a tail "
+                                        "launch's call itself, measured, pays next to "
+                                        "nothing")
     cupti_release_ns: float = _ns("CUPTI: a stream kernel's end -> its completion reaches the "
                                   "front end (its end timestamp is written first), so the "
                                   "kernel waiting for it starts later")
@@ -289,10 +293,18 @@ class Params:
                 # a tail launch: the device runtime's launch work as the launching run
                 # completes, then the device graph's start
                 GlobalReg.TAIL_START: round(self.device_launch_call_ns
-                                            + self.device_graph_start_ns),
-                GlobalReg.RUNTIME_START: round(self.device_runtime_start_ns),
+                                            + self.device_graph_start_ns
+                                            + self.cupti_device_runtime_ns(profiled)),
+                GlobalReg.RUNTIME_START: round(self.device_runtime_start_ns
+                                               + self.cupti_device_runtime_ns(profiled)),
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
+
+    def cupti_device_runtime_ns(self, profiled):
+        """What CUPTI adds to each of the device runtime's operations (a fire-and-forget
+        call, a tail launch, a host launch's set-up of its environment): its instrumentation
+        of them, measured on the fire-and-forget call."""
+        return self.cupti_device_launch_ns if profiled else 0.0
 
     def host_scale_for_launch(self, ns, profiled=True):
         """The ``host_cpu_scale`` at which a launch call takes ``ns`` (:meth:`launch_call_ns`
