@@ -14,11 +14,13 @@ NAMES = scenario_names()
 
 
 def test_every_fe_trace_program_is_covered():
-    # 89 of fe_trace, 53 of fe_trace2 (actgap, procs, gupdate, pdl, threads, cond)
-    assert len(NAMES) == 142
+    # 89 of fe_trace, 68 of fe_trace2 (actgap, procs, gupdate, pdl, threads, cond,
+    # devlaunch)
+    assert len(NAMES) == 157
     programs = {read_fe_trace(scenario_paths(n)[1])[0]["scenario"] for n in NAMES}
     assert programs == {"chain", "hyperq", "events", "xstream", "priority", "copy", "sync",
-                        "grid", "actgap", "procs", "gupdate", "pdl", "threads", "cond"}
+                        "grid", "actgap", "procs", "gupdate", "pdl", "threads", "cond",
+                        "devlaunch"}
 
 
 @pytest.mark.parametrize("name", NAMES)
