@@ -288,7 +288,8 @@ class Params:
                 GlobalReg.CP_SWITCH: round(self.cp_switch_ns),
                 GlobalReg.GRAPH_START: round(self.graph_start_ns),
                 GlobalReg.GRAPH_PREPARE: round(self.graph_prepare_ns),
-                GlobalReg.COND_START: round(self.cond_iteration_ns),
+                GlobalReg.COND_START: round(self.cond_iteration_ns
+                                            + self.cupti_conditional_ns(profiled)),
                 GlobalReg.DEVICE_START: round(self.device_graph_start_ns),
                 # a tail launch: the device runtime's launch work as the launching run
                 # completes, then the device graph's start
@@ -299,6 +300,16 @@ class Params:
                                                + self.cupti_device_runtime_ns(profiled)),
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
+
+    def cupti_conditional_ns(self, profiled):
+        """What CUPTI adds to each iteration of a conditional node: traced, the driver runs
+        the body as a launch of the device runtime (the reference's body kernels are on the
+        device runtime's channel and stream, correlation 0; unprofiled ones are walked in
+        place), so each iteration pays the device runtime's launch work and CUPTI's
+        instrumentation of it."""
+        if not profiled:
+            return 0.0
+        return self.device_launch_call_ns + self.cupti_device_runtime_ns(profiled)
 
     def cupti_device_runtime_ns(self, profiled):
         """What CUPTI adds to each of the device runtime's operations (a fire-and-forget

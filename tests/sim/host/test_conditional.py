@@ -44,6 +44,27 @@ def test_a_while_node_runs_its_body_per_launch_at_the_iteration_period(params):
     assert {k["graph_node"] & 0xFFFF for k in mine[1:]} == {2, 3}
 
 
+def test_under_cupti_each_iteration_is_a_device_runtime_launch(params):
+    """Traced, the body is launched by the device runtime each iteration: its call's work
+    and CUPTI's instrumentation of it are added to the iteration's set-up."""
+    body = capture("body", [launch("s", 0, kernel="k_body"), launch("s", 0, kernel="k_ctl")])
+    prog = run_graph(body + capture("g", [launch("s", 0, kernel="k_set")]) + [cond()], 1)
+
+    def period(profiler):
+        ks = kernels(simulate(workload(prog), params, backend="compiled",
+                              profiler=profiler).records)
+        ctl = sorted(k["start"] for k in ks if k["name"] == "k_ctl")
+        body_run = statistics.median(b["end"] - a["start"] for a, b in zip(
+            sorted((k for k in ks if k["name"] == "k_body"), key=lambda k: k["start"]),
+            sorted((k for k in ks if k["name"] == "k_ctl"), key=lambda k: k["start"])))
+        return statistics.median(b - a for a, b in zip(ctl, ctl[1:])) - body_run
+
+    extra = params.device_launch_call_ns + params.cupti_device_launch_ns
+    assert extra > 0
+    assert period("off") == pytest.approx(params.cond_iteration_ns, abs=200)
+    assert period("cupti") == pytest.approx(params.cond_iteration_ns + extra, abs=200)
+
+
 def test_an_empty_graph_holds_an_if_node_that_runs_or_not(params):
     body = capture("body", [launch("s", 1000, kernel="k_body")])
     for runs in (0, 1):
