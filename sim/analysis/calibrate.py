@@ -290,23 +290,40 @@ def pdl_window():
 PDL_PATH_NS = 1000
 
 
-def threads_fit(params):
+def threads_fit():
     """Host threads' contention for the driver (fe_trace2 threads, own streams, unprofiled):
     a thread's launch against the one-thread run's, over the other threads launching (1, 3,
     7): a line whose intercept is ``thread_contention_ns`` and slope
-    ``thread_contention_per_thread_ns``, both on the series' host (its one-thread launch
-    against the set's: ``validate.threads_host_scale``), so divided by its scale. The
-    shared-stream runs are left to validation."""
-    from gpufe.sim.analysis.validate import threads_host_scale, THREADS_ONE
+    ``thread_contention_per_thread_ns``: cache lines moving between CPUs, whatever the vCPU's
+    speed (the profiled series, recorded on a slow vCPU, adds as much per thread; it and the
+    shared-stream runs are left to validation)."""
+    from gpufe.sim.analysis.validate import THREADS_ONE
     from gpufe.sim.analysis.metrics import scenario_metrics
     one = scenario_metrics(_trace(THREADS_ONE), "threads")["thread_launch_us"]
     points = [(t - 1, scenario_metrics(_trace(f"nocupti_threads_T{t}_sh0"),
                                        "threads")["thread_launch_us"] - one)
               for t in (2, 4, 8)]
     a, b = _line(points)
-    scale = threads_host_scale(params)
-    return {"thread_contention_ns": max(a, 0.0) * 1e3 / scale,
-            "thread_contention_per_thread_ns": max(b, 0.0) * 1e3 / scale}
+    return {"thread_contention_ns": max(a, 0.0) * 1e3,
+            "thread_contention_per_thread_ns": max(b, 0.0) * 1e3}
+
+
+def lock_wake_ns(after_release_ns):
+    """A sleeping waiter's wake-up on a driver lock, from fe_trace2 threads on one shared
+    stream (profiled: the launch records carry their thread): the launch calls' end-to-end
+    interval where the lock went to another thread, over the interval between two calls of
+    one thread (median each; median over 2, 4 and 8 threads), is the wake-up less what the
+    thread that kept it does between its release and its next call's acquire
+    (``after_release_ns``: CUPTI's time inside and after the call, on that slow vCPU)."""
+    extra = []
+    for t in (2, 4, 8):
+        calls = sorted((r for r in _trace(f"threads_T{t}_sh1") if r["kind"] == "runtime"
+                        and r["name"].startswith("cudaLaunchKernel")), key=lambda r: r["end"])
+        same, handed = [], []
+        for a, b in zip(calls, calls[1:]):
+            (same if a.get("tid") == b.get("tid") else handed).append(b["end"] - a["end"])
+        extra.append(statistics.median(handed) - statistics.median(same))
+    return max(statistics.median(extra) + after_release_ns, 0.0)
 
 
 def direct_fit():
@@ -355,7 +372,8 @@ def direct_fit():
     out["cupti_graph_node_ns"] = max(b - per_node, 0.0)
     out["profiler_op_ns"] = profiler_op_ns(host)
     out["pdl_window"] = pdl_window()
-    out.update(threads_fit(host))
+    out.update(threads_fit())
+    out["lock_wake_ns"] = lock_wake_ns(out["cupti_launch_ns"] + out["cupti_call_gap_ns"])
     out.update(graph_update_fit())
     inst = [(r["nodes"], r["instantiate_ns"]) for t in graphs for r in t
             if r["kind"] == "meta" and r["what"] == "graph_built"]

@@ -552,8 +552,8 @@ PDL_MODES = ((0, 0), (1, 0), (1, 1))
 #: their kernels over-run their spin time at full occupancy, which is the SMs', not the
 #: front end's. cond: the WHILE node and the host's launches of its body graph, 100 and
 #: 1000 iterations, without CUPTI (and the host launches behind a gate: queued), and the
-#: 100-iteration runs with it. threads: every T, own streams and a shared one, without CUPTI (the
-#: CUPTI runs, 0.2-1.8 MB each, are left out: their host-side figures are in FIGURES.md).
+#: 100-iteration runs with it. threads: every T, own streams and a shared one, with and
+#: without CUPTI.
 #: pdl: the in-kernel stamp runs, every mode, stream (behind a gate) and graph,
 #: without CUPTI, and with it for no PDL and PDL with an early trigger at ns = 2000.
 #: devlaunch: every mode at m = 100, with and without CUPTI, and the host-launched and
@@ -567,8 +567,8 @@ FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                        for ns in (0, 2000) for g in (0, 1)]
                     + [f"pdl_stamp_p{p}_t{t}_ns2000_g{g}" for p, t in ((0, 0), (1, 1))
                        for g in (0, 1)]
-                    + [f"nocupti_threads_T{t}_sh{sh}" for t in (1, 2, 4, 8) for sh in (0, 1)
-                       if t > 1 or not sh]
+                    + [f"{p}threads_T{t}_sh{sh}" for p in ("", "nocupti_")
+                       for t in (1, 2, 4, 8) for sh in (0, 1) if t > 1 or not sh]
                     + [f"{p}cond{h}_b1_m{m}{g}" for p in ("", "nocupti_") for h in ("", "host")
                        for m in (100, 1000) for g in ("", "_gate")
                        if not (g and not h) and (p or m == 100)]

@@ -116,12 +116,19 @@ def _launches_capture(name, device):
 #: fe_trace2 threads: the series' run of one launching thread, whose launch loop tells the
 #: speed of the host the series was recorded on (unprofiled: no launch records)
 THREADS_ONE = "nocupti_threads_T1_sh0"
+#: the profiled series' one-thread run: its launch records tell its vCPU's speed
+THREADS_ONE_PROFILED = "threads_T1_sh0"
 
 
-def threads_host_scale(params, device="h200"):
-    """The host speed of fe_trace2's threads series: the scale at which the model's
-    unprofiled launch takes the one-thread run's launch loop (3.5 us on the H200's host that
-    day, against the set's 4.4). The other runs (2 to 8 threads) are the predictions."""
+def threads_host_scale(params, device="h200", profiled=False):
+    """The host speed of fe_trace2's threads series: unprofiled, the scale at which the
+    model's unprofiled launch takes the one-thread run's launch loop (3.5 us on the H200's
+    host that day, against the set's 4.4); profiled, the speed of the vCPU that the
+    one-thread run's launch calls tell (:func:`recorded_host_scale`: a slow one). The other
+    runs (2 to 8 threads) are the predictions."""
+    if profiled:
+        one = measured_metrics(THREADS_ONE_PROFILED, device).get("launch_api_us")
+        return recorded_host_scale(params, one)
     one = measured_metrics(THREADS_ONE, device)["thread_launch_us"] * 1e3
     return params.host_scale_for_launch(one, profiled=False)
 
@@ -132,8 +139,8 @@ def scenario_params(name, params, device="h200"):
     traces whose launches are captures tell nothing: both keep the set's)."""
     from gpufe.sim.analysis.scenarios import program_of
     if program_of(name, device) == "threads":
-        return params.with_overrides(host_cpu_scale=params.host_cpu_scale
-                                     * threads_host_scale(params, device))
+        scale = threads_host_scale(params, device, profiler_of(name) == "cupti")
+        return params.with_overrides(host_cpu_scale=params.host_cpu_scale * scale)
     launch = measured_metrics(name, device).get("launch_api_us")
     if launch is not None and _launches_capture(name, device):
         launch = None

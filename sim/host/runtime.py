@@ -70,12 +70,13 @@ class Process:
 
 class DriverLock:
     """A lock of the CUDA driver shared by a process's host threads (a stream's, held for a
-    whole launch call). It is not fair: a thread that releases it and asks again at once
-    takes it again ahead of the threads waiting (they are still waking), unless one of them
-    has waited ``turn_ns`` or more; then it is handed to that one."""
+    whole launch call). It is not fair: the threads waiting for it sleep, and one that a
+    release wakes runs ``wake_ns`` later; by then the thread that released it, asking again,
+    has taken it back, unless a waiter has waited ``turn_ns`` or more: then it is handed to
+    the oldest waiter, which takes it once awake."""
 
-    def __init__(self, rt, what, turn_ns):
-        self.rt, self.what, self.turn_ns = rt, what, turn_ns
+    def __init__(self, rt, what, turn_ns, wake_ns):
+        self.rt, self.what, self.turn_ns, self.wake_ns = rt, what, turn_ns, wake_ns
         self.owner = None
         self.reserved = None             # the waiter it was handed to
         self.waiting = {}                # thread -> since (ns)
@@ -86,9 +87,11 @@ class DriverLock:
         if not free():
             self.waiting[me] = self.rt.now()
             self.rt.blocked.add(me)
-            # (several waiters may be woken by one release: the first to run takes it)
+            # (several waiters may be woken by one release: the first awake takes it)
             while not free():
-                yield ("wait", free, f"thread {me!r} waiting for the {self.what} lock")
+                while not free():
+                    yield ("wait", free, f"thread {me!r} waiting for the {self.what} lock")
+                yield ("cpu", self.wake_ns)
             del self.waiting[me]
             self.rt.blocked.discard(me)
         self.owner, self.reserved = me, None
@@ -248,7 +251,8 @@ class Runtime:
         s = Stream(name, STREAM_ID_BASE + idx, priority, ch, syncpoint=self.sim.take_syncpoint(),
                    host_sem=self.sim.mem.alloc(16, align=16))
         s.tracking = self.sim.track_syncpoint(s.syncpoint)
-        s.lock = DriverLock(self, f"stream {name!r}", self.p.lock_turn_ns)
+        s.lock = DriverLock(self, f"stream {name!r}", self.p.lock_turn_ns,
+                            self.p.lock_wake_ns)
         self.streams[name] = s
         self.umd.add_stream_priority(ch, priority)
         yield ("cpu", self.p.stream_create_cpu_ns)

@@ -63,16 +63,22 @@ class Params:
     block_overhead_ns: float = _ns("fixed run time of every block on top of block_ns")
     kernel_end_ns: float = _ns("last block done -> completion reported to the front end")
     # -- host threads (the driver's locks) --
-    thread_contention_ns: float = _cpu("host threads: a launch while another thread of its "
-                                       "process is inside a CUDA call: the driver's shared "
-                                       "state comes over from another CPU's cache")
-    thread_contention_per_thread_ns: float = _cpu("host threads: and this much more for each "
-                                                  "other thread launching at that moment (not "
-                                                  "waiting for a lock): the lines go back and "
-                                                  "forth between more CPUs")
+    thread_contention_ns: float = _ns("host threads: a launch while another thread of its "
+                                      "process is inside a CUDA call: the driver's shared "
+                                      "state comes over from another CPU's cache (memory-"
+                                      "system time, not the core's: as long on a slow vCPU as "
+                                      "on a fast one)")
+    thread_contention_per_thread_ns: float = _ns("host threads: and this much more for each "
+                                                 "other thread launching at that moment (not "
+                                                 "waiting for a lock): the lines go back and "
+                                                 "forth between more CPUs")
     lock_turn_ns: float = _ns("host threads: a driver lock goes to a thread that has waited "
                               "this long, not back to the thread that released it (the "
                               "lock is unfair: turns this long on a shared stream)")
+    lock_wake_ns: float = _ns("host threads: a thread sleeping on a driver lock runs this long "
+                              "after the release that wakes it (by then the releasing thread "
+                              "has taken the lock back, unless its turn is over: each turn "
+                              "that ends costs this much)")
     # -- programmatic dependent launch --
     pdl_launch_ns: float = _ns("PDL: the primary kernel triggers (all its blocks) -> the "
                                "dependent kernel, already dispatched, eligible for block "

@@ -491,6 +491,9 @@ def test_pdl_workloads_launch_the_chain_with_the_attribute():
     ("nocupti_threads_T1_sh0", 3.545, 0.282),
     ("nocupti_threads_T8_sh0", 9.170, 0.855),
     ("nocupti_threads_T4_sh1", 18.270, 0.210),
+    # and with CUPTI
+    ("threads_T1_sh0", 6.535, 0.153),
+    ("threads_T8_sh1", 54.156, 0.122),
 ])
 def test_threads_figures_of_the_traces_are_the_recordings(name, per_launch, aggregate):
     f = figures(name)

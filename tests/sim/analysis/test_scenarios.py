@@ -14,9 +14,9 @@ NAMES = scenario_names()
 
 
 def test_every_fe_trace_program_is_covered():
-    # 89 of fe_trace, 68 of fe_trace2 (actgap, procs, gupdate, pdl, threads, cond,
+    # 89 of fe_trace, 75 of fe_trace2 (actgap, procs, gupdate, pdl, threads, cond,
     # devlaunch)
-    assert len(NAMES) == 157
+    assert len(NAMES) == 164
     programs = {read_fe_trace(scenario_paths(n)[1])[0]["scenario"] for n in NAMES}
     assert programs == {"chain", "hyperq", "events", "xstream", "priority", "copy", "sync",
                         "grid", "actgap", "procs", "gupdate", "pdl", "threads", "cond",

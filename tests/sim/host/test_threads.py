@@ -79,6 +79,30 @@ def test_a_shared_stream_takes_one_launch_at_a_time(params):
     assert check(two_threads(shared=True), records)[0] == []
 
 
+def test_a_woken_waiter_finds_the_lock_taken_back_until_the_turn_ends(params):
+    """Under CUPTI a launch's CPU work goes on after the lock's release, but less than a
+    waiter takes to wake: the holder takes it back. A turn's end costs a wake-up."""
+    short = params.with_overrides(lock_turn_ns=100_000.0)
+    assert params.lock_wake_ns > params.cupti_launch_ns + params.cupti_call_gap_ns
+    records = simulate(two_threads(shared=True, n=100), short, backend="compiled",
+                       profiler="cupti").records
+    calls = sorted(launches(records, "t0") + launches(records, "t1"), key=lambda r: r["end"])
+    steps = [(x["tid"] != y["tid"], y["end"] - x["end"]) for x, y in zip(calls, calls[1:])]
+    handed = sorted(d for h, d in steps if h)
+    kept = sorted(d for h, d in steps if not h)
+    assert 2 <= len(handed) < 20
+    # a hand-over: the launch's own interval and the waiter's wake-up, less what the
+    # holder did after its release meanwhile
+    after = params.cupti_launch_ns + params.cupti_call_gap_ns   # the holder's, after release
+    assert handed[len(handed) // 2] == pytest.approx(
+        kept[len(kept) // 2] + params.lock_wake_ns - after, abs=20)
+    # without a wake-up time the threads would take turns launch by launch
+    eager = simulate(two_threads(shared=True, n=100), short.with_overrides(lock_wake_ns=0.0),
+                     backend="compiled", profiler="cupti").records
+    calls = sorted(launches(eager, "t0") + launches(eager, "t1"), key=lambda r: r["end"])
+    assert sum(1 for x, y in zip(calls, calls[1:]) if x["tid"] != y["tid"]) > 100
+
+
 def test_the_reference_follows_the_threads_issue_order(params):
     w = two_threads(shared=True)
     records = simulate(w, params, backend="compiled").records
