@@ -453,6 +453,9 @@ SIMULATED = [
                             for g in (0, 1)), "pdl_exit_period_us", (300.0, 600.0)),
     ("pdl_flush_ns", tuple(f"nocupti_pdl_stamp_p1_t1_ns2000_g{g}" for g in (0, 1)),
      "pdl_dep_latency_us", (200.0, 500.0)),
+    # ... and what CUPTI adds to that wait, on the same chains profiled
+    ("cupti_flush_ns", tuple(f"pdl_stamp_p1_t1_ns2000_g{g}" for g in (0, 1)),
+     "pdl_dep_latency_us", (0.0, 150.0)),
     # a WHILE conditional node's iteration on the device (unprofiled, the control kernel's
     # stamps): the set-up before its body's roots are queued
     ("cond_iteration_ns", "nocupti_cond_b1_m1000", "cond_iteration_us", (3000.0, 4500.0)),

@@ -19,9 +19,9 @@ before it in its stream, or its programmatic predecessor in a graph). The work d
 holds it until the primary triggers, that is once every block of the primary has called the
 trigger (``trigger_ns`` after it starts) or exited, and makes it eligible
 ``pdl_launch_ns`` after that (or after its own launch latency, if later). A block runs its
-prologue, then waits in cudaGridDependencySynchronize until ``pdl_flush_ns`` after the
-primary's last block exits, then its ``block_ns``; the block's own overhead follows its code.
-A primary that has completed by the time the dependent arrives holds nothing.
+prologue, then waits in cudaGridDependencySynchronize until ``pdl_flush_ns`` (and
+``cupti_flush_ns`` under CUPTI) after the primary's last block exits, then its ``block_ns``;
+the block's own overhead follows its code. A primary that has completed by the time the dependent arrives holds nothing.
 
 Device graph launch: a kernel whose descriptor says it holds device-side cudaGraphLaunch
 code calls it in block 0 as the block starts, in its first ``dgl_count`` runs after a host
@@ -149,6 +149,8 @@ class ComputeEngine:
     def __init__(self, params, events, on_complete, profiled=False):
         self.p = params
         self.profiled = profiled             # CUPTI is tracing kernels
+        # a primary's exit -> its dependents' cudaGridDependencySynchronize returns
+        self.pdl_flush_ns = params.pdl_flush_ns + (params.cupti_flush_ns if profiled else 0.0)
         self.ev = events
         self.on_complete = on_complete       # on_complete(kernel) at its end
         self.free_threads = [params.max_threads_per_sm] * params.sms
@@ -333,7 +335,7 @@ class ComputeEngine:
         primary's exit is known."""
         synced = placed + k.prologue_ps + call
         if k.primary is not None:
-            synced = max(synced, k.primary.exit_at + ps(self.p.pdl_flush_ns))
+            synced = max(synced, k.primary.exit_at + ps(self.pdl_flush_ns))
         code_end = synced + ps(k.block_ns)
         end = code_end + ps(self.p.block_overhead_ns)
         self._live[token] = (k, sm, end)

@@ -189,6 +189,10 @@ class Params:
                                         "launch's set-up of a graph holding its code); a tail "
                                         "launch's call itself, measured, pays next to "
                                         "nothing")
+    cupti_flush_ns: float = _ns("CUPTI: added to a PDL dependent's wait after its primary's "
+                                "exit (the primary's end record, written as its grid "
+                                "completes, goes out with the memory flush the dependent "
+                                "waits for)")
     cupti_release_ns: float = _ns("CUPTI: a stream kernel's end -> its completion reaches the "
                                   "front end (its end timestamp is written first), so the "
                                   "kernel waiting for it starts later")

@@ -90,6 +90,19 @@ def test_an_early_trigger_lets_dependents_wait_resident_at_most_pdl_window_in_a_
     assert statistics.median(waits) > 5 * ns
 
 
+@pytest.mark.parametrize("graph", [False, True])
+def test_under_cupti_the_dependency_wait_ends_later_by_cupti_flush(params, graph):
+    w = chain(pdl(ns=2000, trigger_ns=0), 20, graph)
+    lag = {}
+    for profiler in ("off", "cupti"):
+        ks = chain_kernels(simulate(w, params, backend="compiled", profiler=profiler).records,
+                           graph)
+        lag[profiler] = statistics.median(b["sync"] - a["exit"] for a, b in zip(ks, ks[1:]))
+    assert params.cupti_flush_ns > 0
+    assert lag["off"] == pytest.approx(params.pdl_flush_ns, abs=1)
+    assert lag["cupti"] == pytest.approx(params.pdl_flush_ns + params.cupti_flush_ns, abs=1)
+
+
 def test_in_a_graph_the_pile_up_is_bounded_by_resident_kernels_only(params):
     ks = chain_kernels(run(chain(pdl(ns=2000, trigger_ns=0), 200, graph=True), params),
                        graph=True)
