@@ -21,7 +21,8 @@ trigger (``trigger_ns`` after it starts) or exited, and makes it eligible
 ``pdl_launch_ns`` after that (or after its own launch latency, if later). A block runs its
 prologue, then waits in cudaGridDependencySynchronize until ``pdl_flush_ns`` (and
 ``cupti_flush_ns`` under CUPTI) after the primary's last block exits, then its ``block_ns``;
-the block's own overhead follows its code. A primary that has completed by the time the dependent arrives holds nothing.
+the block's own overhead follows its code. A primary that has completed by the time the
+dependent arrives holds nothing.
 
 Device graph launch: a kernel whose descriptor says it holds device-side cudaGraphLaunch
 code calls it in block 0 as the block starts, in its first ``dgl_count`` runs after a host

@@ -272,7 +272,8 @@ OPS = {
         "its current nodes, it runs graph `body`'s nodes `iterations` times each time the "
         "graph runs, each iteration started on the device (`cond_iteration_ns`; under "
         "`--profiler cupti` the body is a device-runtime launch: `device_launch_call_ns` and "
-        "`cupti_device_launch_ns` more). The model does not compute the device-side condition: `iterations` is its outcome.",
+        "`cupti_device_launch_ns` more). The model does not compute the device-side "
+        "condition: `iterations` is its outcome.",
         {"graph": Field(str, REQUIRED, "the graph it is added to (captured, or made by "
                                        "`graph_create`)"),
          "kind": Field(str, REQUIRED, "`while` (the body runs while the condition holds) or "

@@ -77,8 +77,8 @@ class Params:
                               "lock is unfair: turns this long on a shared stream)")
     lock_wake_ns: float = _ns("host threads: a thread sleeping on a driver lock runs this long "
                               "after the release that wakes it (by then the releasing thread "
-                              "has taken the lock back, unless its turn is over: each turn "
-                              "that ends costs this much)")
+                              "has taken the lock back, unless its turn is over: then the "
+                              "lock, handed to the waiter, is idle this long)")
     # -- programmatic dependent launch --
     pdl_launch_ns: float = _ns("PDL: the primary kernel triggers (all its blocks) -> the "
                                "dependent kernel, already dispatched, eligible for block "
