@@ -20,7 +20,8 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
+
+from worktree import other_commit
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -57,27 +58,15 @@ def main():
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="gpufe-vs-") as tmp:
-        tree = pathlib.Path(tmp) / "tree"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(tree),
-                        args.rev], check=True, capture_output=True)
-        try:
-            # the other commit's folders under the one import namespace, gpufe
-            pkg = pathlib.Path(tmp) / "pkg" / "gpufe"
-            pkg.mkdir(parents=True)
-            for d in ("rtl", "sim", "constraints"):
-                (pkg / d).symlink_to(tree / d)
-            sides = {args.rev: str(pkg.parent), "this checkout": ""}
-            walls = {k: [] for k in sides}
-            for i in range(args.rounds):
-                for label, path in sides.items():
-                    d = run_side(path, args.launches)
-                    walls[label].append(d["wall"])
-                    print(f"round {i + 1}: {label:14s} {d['wall']:6.2f} s, {d['cycles']:,} clocked "
-                          f"cycles, C loop {d['c_wall']:.2f} s  ({d['module']})", flush=True)
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                           capture_output=True)
+    with other_commit(args.rev) as other:
+        sides = {args.rev: other, "this checkout": ""}
+        walls = {k: [] for k in sides}
+        for i in range(args.rounds):
+            for label, path in sides.items():
+                d = run_side(path, args.launches)
+                walls[label].append(d["wall"])
+                print(f"round {i + 1}: {label:14s} {d['wall']:6.2f} s, {d['cycles']:,} clocked "
+                      f"cycles, C loop {d['c_wall']:.2f} s  ({d['module']})", flush=True)
     for label, v in walls.items():
         m = statistics.median(v)
         print(f"{label}: median {m:.2f} s = {args.launches / m:,.0f} launches/s")

@@ -8,7 +8,8 @@ Refactors must keep timelines byte-identical; a fix that changes one must say wh
 Examples run with ``--profiler off``; reference scenarios with the profiler their trace was
 recorded with (as ``gpufe validate`` runs them) and again with the other one
 (``scenario-<profiler>/``); the bench workload (``bench/host_bench.py``'s 2,000 launches on
-4 streams) last. The compiled backend is used.
+4 streams) last. The compiled backend is used unless ``--backend pysim``; ``--compute blocks``
+runs the per-block compute engine (the aggregate one's reference).
 """
 
 import argparse
@@ -37,7 +38,7 @@ def bench_workload():
     return launch_workload(2000, streams=4)
 
 
-def write_all(out_dir, only=None):
+def write_all(out_dir, only=None, backend="compiled", compute="aggregate"):
     from gpufe.sim.params import load
     from gpufe.sim.run import simulate
     from gpufe.sim.analysis.timeline import write_jsonl
@@ -50,7 +51,7 @@ def write_all(out_dir, only=None):
         dest = out_dir / f"{label}.jsonl"
         dest.parent.mkdir(parents=True, exist_ok=True)
         w = bench_workload() if path is None else load_workload(path)
-        r = simulate(w, params, backend="compiled", profiler=profiler)
+        r = simulate(w, params, backend=backend, profiler=profiler, compute=compute)
         write_jsonl(r.records, dest)
         digest = hashlib.sha256(dest.read_bytes()).hexdigest()[:16]
         print(f"{label:40s} {digest}  ({r.wall_s:.1f} s)", flush=True)
@@ -78,12 +79,14 @@ def main():
     ap.add_argument("--out", help="folder for the timelines")
     ap.add_argument("--only", help="only labels containing this")
     ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    ap.add_argument("--backend", choices=("compiled", "pysim"), default="compiled")
+    ap.add_argument("--compute", choices=("aggregate", "blocks"), default="aggregate")
     args = ap.parse_args()
     if args.compare:
         return 1 if compare(*args.compare) else 0
     if not args.out:
         ap.error("--out or --compare")
-    write_all(args.out, args.only)
+    write_all(args.out, args.only, args.backend, args.compute)
     return 0
 
 

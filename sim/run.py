@@ -55,7 +55,8 @@ def timeline_header(workload, params, mc, profiler, **extra):
 
 
 def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
-             progress=False, backend="pysim", profiler="off", bounded=False, timeline=None):
+             progress=False, backend="pysim", profiler="off", bounded=False, timeline=None,
+             compute="aggregate"):
     """Run ``workload``; the result holds its timeline (``records``).
 
     ``bounded``: keep no list of records, so that memory does not grow with the run's length:
@@ -63,13 +64,15 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
     ``timeline`` (a JSONL path) if given, and into the summary figures (``result.digest``);
     ``result.records`` is None. The JSONL and the figures are the same as without.
     ``timeline`` without ``bounded``: the JSONL is written once the run has ended.
+    ``compute``: the compute engine (``harness.COMPUTE_ENGINES``; the same timeline).
     """
     mc = max_connections or workload.get("max_connections") or params.max_connections
     if workload.get("processes"):
         return _simulate_processes(workload, params, mc, vcd=vcd, jumps=jumps,
                                    progress=progress, backend=backend, profiler=profiler,
-                                   bounded=bounded, timeline=timeline)
-    sim = CoSim(params, mc, vcd=vcd, jumps=jumps, backend=backend, profiler=profiler)
+                                   bounded=bounded, timeline=timeline, compute=compute)
+    sim = CoSim(params, mc, vcd=vcd, jumps=jumps, backend=backend, profiler=profiler,
+                compute=compute)
     threads = threads_of(workload)
     rt = Runtime(sim, threads=[name for name, _ in threads])
     header = timeline_header(workload, params, mc, profiler)
@@ -137,13 +140,14 @@ class _ProcessActivity:
 
 
 def _simulate_processes(workload, params, mc, *, vcd, jumps, progress, backend, profiler,
-                        bounded, timeline):
+                        bounded, timeline, compute):
     """:func:`simulate` for a workload of several processes: one CUDA context (channels, TSG)
     and one CPU thread each. The records are kept and merged at the end, each with its
     ``pid`` (a bounded run gets the same JSONL and figures, but its memory is not bounded)."""
     procs = workload["processes"]
     mcs = [p.get("max_connections") or mc for p in procs]
-    sim = CoSim(params, mcs[0], vcd=vcd, jumps=jumps, backend=backend, profiler=profiler)
+    sim = CoSim(params, mcs[0], vcd=vcd, jumps=jumps, backend=backend, profiler=profiler,
+                compute=compute)
     runtimes, base = [], 0
     for tsg, (p, m) in enumerate(zip(procs, mcs)):
         runtimes.append(Runtime(sim, Process(p["name"], tsg, base, m),

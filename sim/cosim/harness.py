@@ -29,7 +29,8 @@ from gpufe.rtl.frontend import FrontEnd
 from gpufe.rtl.layouts import (ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, COPY_FLAG_DESCRIPTOR,
                                DESCRIPTOR_ALIGN, DeviceGraph, DEVICE_GRAPH_DWORDS)
 from gpufe.sim.cosim.backend import PysimBackend, WAKE_NEVER
-from gpufe.sim.cosim.engines import ComputeEngine, CopyEngines, DescriptorReader, decode
+from gpufe.sim.cosim.compute import ComputeEngine, aggregate_applies
+from gpufe.sim.cosim.engines import BlockComputeEngine, CopyEngines, DescriptorReader, decode
 from gpufe.sim.cosim.events import EventQueue, ps
 from gpufe.sim.host.encode import graph_launch_record, graph_launch_link, field_update
 from gpufe.sim.cosim.hostmem import HostMemory, BlockPool
@@ -43,12 +44,19 @@ class Deadlock(RuntimeError):
 #: taken), which costs CPU time in every API call and GPU time per stream kernel
 PROFILERS = ("off", "cupti")
 
+#: the compute engine: "aggregate" (blocks placed in chunks and waves, where the parameters
+#: allow: ``compute.aggregate_applies``) or "blocks" (its per-block reference); the same
+#: timeline either way
+COMPUTE_ENGINES = ("aggregate", "blocks")
+
 
 class CoSim:
     def __init__(self, params, max_connections=None, *, vcd=None, jumps=True, backend="pysim",
-                 profiler="off"):
+                 profiler="off", compute="aggregate"):
         if profiler not in PROFILERS:
             raise ValueError(f"profiler {profiler!r}: one of {', '.join(PROFILERS)}")
+        if compute not in COMPUTE_ENGINES:
+            raise ValueError(f"compute {compute!r}: one of {', '.join(COMPUTE_ENGINES)}")
         self.p = params.on_host()          # the driver's CPU times at this host's speed
         self.profiler = profiler
         self.max_connections = max_connections or params.max_connections
@@ -60,8 +68,9 @@ class CoSim:
         self.backend.settings.update(params.frontend_settings(profiler == "cupti"))
         self.ev = EventQueue()
         self.mem = HostMemory()
-        self.compute = ComputeEngine(params, self.ev, self._kernel_done,
-                                     profiled=profiler == "cupti")
+        engine = (ComputeEngine if compute == "aggregate" and aggregate_applies(params)
+                  else BlockComputeEngine)
+        self.compute = engine(params, self.ev, self._kernel_done, profiled=profiler == "cupti")
         self.compute.on_device_launch = self._device_launch
         self.copies = CopyEngines(params, self.ev, self._copy_done)
         self._resp_free_ps = 0            # DMA read data path busy until

@@ -306,7 +306,7 @@ class FrontEndBench:
 
     def _device_launch(self, start, desc, rec):
         """A kernel starting at cycle ``start``: its device-side graph launch, if this run
-        makes one (as :class:`~gpufe.sim.cosim.engines.ComputeEngine` counts them)."""
+        makes one (as :class:`~gpufe.sim.cosim.compute.ComputeEngine` counts them)."""
         if not desc["device_runtime"] or not desc["dgl_count"]:
             return
         key = rec["descriptor"]

@@ -212,3 +212,31 @@ def test_one_compiled_model_serves_every_max_connections_and_several_processes(m
     assert kernels == [3, 3, 3, 3]
     assert sum(1 for k in r.records if k["kind"] == "kernel") == 6
     assert loaded == [str(lib)] * 5
+
+
+def test_the_generated_cxx_splits_into_eval_and_the_rest(tmp_path):
+    """write_cxxrtl's output for a small design, split as the build splits the FrontEnd's:
+    eval() alone in one unit, reset() and the debug information with the C API in the other,
+    both with the module's declaration; a layout the split does not know is refused."""
+    import subprocess
+    from amaranth.hdl import Module, Signal
+    from amaranth.back import rtlil
+    m = Module()
+    count, out = Signal(8), Signal(8)
+    m.d.sync += count.eq(count + 1)
+    m.d.comb += out.eq(count ^ 0x55)
+    (tmp_path / "design.il").write_text(rtlil.convert(m, ports=[out], name="top"))
+    yosys, _ = compiled._yosys()
+    subprocess.run(yosys + ["-q", "-p", f"read_rtlil design.il; {compiled.CXXRTL_WRITE}"],
+                   cwd=tmp_path, check=True)
+    cc = (tmp_path / "design.cc").read_text()
+    evaluation, rest = compiled.split_design(cc)
+    for unit in (evaluation, rest):
+        assert "struct p_top : public module {" in unit
+        assert unit.count("namespace cxxrtl_design {") == 1
+        assert unit.count("} // namespace cxxrtl_design") == 1
+    assert "bool p_top::eval(" in evaluation and "p_top::reset()" not in evaluation
+    assert "p_top::reset()" in rest and "p_top::debug_info(" in rest
+    assert "bool p_top::eval(" not in rest and "cxxrtl_design_create" in rest
+    with pytest.raises(compiled.BackendUnavailable, match="write_cxxrtl"):
+        compiled.split_design(cc.replace("bool p_top::eval(", "bool p_top::evaluate("))

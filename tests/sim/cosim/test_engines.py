@@ -1,6 +1,6 @@
 """The compute engine's context switches: preempted blocks keep the time they have left."""
 
-from gpufe.sim.cosim.engines import ComputeEngine, Kernel
+from gpufe.sim.cosim.engines import BlockComputeEngine as ComputeEngine, Kernel
 from gpufe.sim.cosim.events import EventQueue, ps
 
 
