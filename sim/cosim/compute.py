@@ -123,6 +123,11 @@ class _Plan:
         return (int(self.times[i]), int(self.ins[i]))
 
 
+def _calls(k):
+    """``k``'s next block is its block 0 and makes a device-side launch call."""
+    return k.placed == 0 and k.dgl is not None and k.dgl[1]
+
+
 def _next_head(runs, r):
     """Run ``r``, the heap's head, has had blocks end: its next block's key in its place."""
     if r.pos < r.n:
@@ -421,7 +426,7 @@ class ComputeEngine(ComputeRules):
         total = int(cap.sum())
         if total == 0:
             return None
-        block0_call = k.placed == 0 and k.dgl is not None and k.dgl[1]
+        block0_call = _calls(k)
         if total == 1 and not block0_call and self._wave(plan, k, x, ins0, f, left, cap):
             return plan
         n = min(left, total)
@@ -449,7 +454,7 @@ class ComputeEngine(ComputeRules):
             return plan if self._wave(plan, k, x, ins0, f, left, None) else _ENDS_FIRST
         if self._limited(k):                   # (an end may let another kernel in)
             return _ENDS_FIRST
-        n = 1 if k.placed == 0 and k.dgl is not None and k.dgl[1] else min(left, total)
+        n = 1 if _calls(k) else min(left, total)
         sms, skip = self._sequence(cap, n)
         if skip == 0:
             return _ENDS_FIRST
@@ -522,7 +527,7 @@ class ComputeEngine(ComputeRules):
                 return False                   # one end, of this run, before p
             a += 1
         ends = r.ends[a:min(r.n, a + left - 1)]
-        if not len(ends) or int(ends[0]) < x + d:
+        if not len(ends) or int(ends[0]) < x + d or _calls(k):
             if first:                          # a wave of one: the placement at p alone
                 plan.wave, plan.n, plan.ends_first = r, 1, True
                 plan.sms = r.sms[a - 1:a]
@@ -729,7 +734,10 @@ class ComputeEngine(ComputeRules):
         p = self._disp
         if p is not None:
             plan = self._plan_at(p, f)
-            key = p if plan is None or plan is _ENDS_FIRST else plan.key(plan.n - 1)
+            if plan is None or plan is _ENDS_FIRST or _calls(plan.k):
+                key = p                        # (a block 0's device-side launch goes out)
+            else:
+                key = plan.key(plan.n - 1)
         elif self.waiting and runs:
             key = f
         else:
