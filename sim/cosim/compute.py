@@ -526,7 +526,7 @@ class ComputeEngine(ComputeRules):
             if r.count_until((x, ins0), True) != 1 or f2 <= (x, ins0):
                 return False                   # one end, of this run, before p
             a += 1
-        ends = r.ends[a:min(r.n, a + left - 1)]
+        ends = np.asarray(r.ends[a:min(r.n, a + left - 1)])
         if not len(ends) or int(ends[0]) < x + d or _calls(k):
             if first:                          # a wave of one: the placement at p alone
                 plan.wave, plan.n, plan.ends_first = r, 1, True
@@ -544,7 +544,7 @@ class ComputeEngine(ComputeRules):
         # end that woke the distributor (the placement a step after the last found no room)
         ins = np.where(gaps[:m] == d, prev[:m], ends[:m])
         # each end before its placement (as the reference orders them) ...
-        early = np.flatnonzero(r.ins[a:a + m] >= ins)
+        early = np.flatnonzero(np.asarray(r.ins[a:a + m]) >= ins)
         if len(early):
             m = int(early[0])
         # ... and no other run's end before a placement (it would free another SM)
@@ -606,7 +606,7 @@ class ComputeEngine(ComputeRules):
         # on the SMs now: n placed, less the wave's ends that made room for them
         self._out += 1 if plan.wave is not None and not plan.ends_first else \
             (0 if plan.wave is not None else n)
-        tokens = self._token + 1 + self._arange_n(n)
+        tokens = [self._token + 1] if n == 1 else self._token + 1 + self._arange_n(n)
         self._token += n
         last = int(times[-1])
         if plan.resumed:
@@ -634,7 +634,15 @@ class ComputeEngine(ComputeRules):
     def _start_blocks(self, k, times, sms, tokens, call):
         """Blocks of ``k`` placed at ``times``: they run (their ends known), or wait in
         cudaGridDependencySynchronize for their primary's exit."""
-        if k.primary is None and k.prologue_ps == 0:
+        if k.primary is None and k.prologue_ps == 0 and len(times) == 1:
+            # one block (most kernels' only one), in Python integers: no arrays to build
+            t0 = int(times[0])
+            code = t0 + ps(k.block_ns) + call
+            self._add_run(k, [t0 + ps(k.block_ns + self.p.block_overhead_ns) + call], [t0],
+                          [int(sms[0])], tokens)
+            trig = code if k.trigger_ps is None else min(t0 + k.trigger_ps, code)
+            self._timed(k, t0, trig, code, 1, t0)
+        elif k.primary is None and k.prologue_ps == 0:
             # (rounded as the reference rounds them)
             code = times + ps(k.block_ns)
             ends = times + ps(k.block_ns + self.p.block_overhead_ns)
@@ -642,7 +650,7 @@ class ComputeEngine(ComputeRules):
                 code[0] += call
                 ends[0] += call
             self._runs_of(k, ends, times, sms, tokens)
-            self._timed(k, times, times, code, int(times[-1]))
+            self._timed_blocks(k, times, times, code, int(times[-1]))
         elif k.primary is not None and k.primary.exit_at is None:
             if k.primary.gds_waiting is None:
                 k.primary.gds_waiting = []
@@ -666,7 +674,7 @@ class ComputeEngine(ComputeRules):
         else:
             ins = np.full(len(placed), moment, np.int64)
         self._runs_of(k, code + self._overhead, ins, sms, tokens)
-        self._timed(k, placed, synced, code, moment)
+        self._timed_blocks(k, placed, synced, code, moment)
 
     def _runs_of(self, k, ends, ins, sms, tokens):
         """Runs for blocks whose ends are sorted but for a late first block (its device-side
@@ -697,21 +705,25 @@ class ComputeEngine(ComputeRules):
             t, ins = k._last
             self.ev.at_as_of(t, ins, self._step)
 
-    def _timed(self, k, placed, synced, code, moment):
-        """Blocks' triggers and exits are known; once all of ``k``'s are (at ``moment``),
-        its held dependents become eligible and its waiting dependents' blocks run on."""
+    def _timed_blocks(self, k, placed, synced, code, moment):
+        """:meth:`_timed` for blocks as arrays (placed, dependency wait returned, code
+        ended)."""
+        ex = int(code.max())
+        trig = ex if k.trigger_ps is None else int(np.minimum(placed + k.trigger_ps, code).max())
+        self._timed(k, int(synced[0]), trig, ex, len(placed), moment)
+
+    def _timed(self, k, synced, trig, ex, count, moment):
+        """``count`` blocks' triggers and exits are known (the first one's dependency wait
+        returned at ``synced``, the latest trigger and code end); once all of ``k``'s are (at
+        ``moment``), its held dependents become eligible and its waiting dependents' blocks
+        run on."""
         if k.sync is None and k.stamped:
-            k.sync = int(synced[0])
-        ex = int(code[0]) if len(code) == 1 else int(code.max())
-        if k.trigger_ps is None:
-            trig = ex
-        else:
-            trig = int(np.minimum(placed + k.trigger_ps, code).max())
+            k.sync = synced
         if trig > k._trig_max:
             k._trig_max = trig
         if ex > k._exit_max:
             k._exit_max = ex
-        k._timed += len(placed)
+        k._timed += count
         if k._timed < k.blocks:
             return
         k.trigger_at, k.exit_at = k._trig_max, k._exit_max
