@@ -12,6 +12,9 @@ and asks the backend to run until something needs the host:
 - ``quiet``: the RTL was idle and took no input at the last cycle it ran, so its state cannot
   change until an input is due (what lets the harness run engine events ahead of it);
 - ``write_ready_from(cycle)``: the DMA write port is busy before ``cycle``;
+- ``serve_dma_reads(mem, latency_ps, step_ps)``: answer DMA read requests from ``mem``
+  without stopping, if the backend can (the compiled loop mirrors host memory); False: it
+  stops at each and the harness answers;
 - ``wake()``: while ``quiet``, the RTL's own next timer deadline in ns (``WAKE_NEVER``: none):
   its state changes then even with no input;
 - ``run(until)``: runs cycles (from the current one) until an output transfer is offered
@@ -156,6 +159,12 @@ class BackendBase:
     def take_retired(self):
         """The ``retired`` transfers logged since the last stop, as (cycle, record)."""
         return []
+
+    def serve_dma_reads(self, mem, latency_ps, step_ps):
+        """Answer DMA read requests without stopping (the compiled loop can: see
+        :meth:`CxxrtlBackend.serve_dma_reads`); False: this backend stops at each, and the
+        harness answers it."""
+        return False
 
     def offsets(self, port):
         """Bit offset of each field of input stream ``port``'s payload."""

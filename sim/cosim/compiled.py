@@ -354,6 +354,21 @@ def _build_design(out, text, cxx, progress):
     return lib
 
 
+class _MemoryMirror:
+    """The C loop's copy of host memory (:meth:`HostMemory.attach`): allocations and
+    writes, passed on as they happen."""
+
+    def __init__(self, lib, h):
+        self._map, self._write, self._h = lib.gpufe_mem_map, lib.gpufe_mem_write, h
+
+    def map(self, start, end):
+        self._map(self._h, start, end)
+
+    def write(self, address, dwords):
+        """``dwords``: an array of 32-bit unsigned ints."""
+        self._write(self._h, address, len(dwords), dwords.buffer_info()[0])
+
+
 class CxxrtlBackend(BackendBase):
     name = "compiled"
 
@@ -376,6 +391,11 @@ class CxxrtlBackend(BackendBase):
                 ("gpufe_push_u128", None, [vp, i32, u64, u64, u64]),
                 ("gpufe_push_u64", None, [vp, i32, i32, vp, vp]),
                 ("gpufe_write_ready_from", None, [vp, u64]),
+                ("gpufe_mem_map", None, [vp, u64, u64]),
+                ("gpufe_mem_write", None, [vp, u64, u64, vp]),
+                ("gpufe_dma_reads", i32, [vp, i32, i32, ctypes.c_char_p,
+                                          ctypes.POINTER(ctypes.c_uint), u64, u64]),
+                ("gpufe_dma_free_ps", u64, [vp]), ("gpufe_set_dma_free_ps", None, [vp, u64]),
                 ("gpufe_set", None, [vp, vp, words]), ("gpufe_get", None, [vp, vp, words]),
                 ("gpufe_status", i32, [vp, vp, ctypes.POINTER(ctypes.c_char_p), i32]),
                 ("gpufe_stats", None, [vp, ctypes.POINTER(u64)]),
@@ -478,6 +498,34 @@ class CxxrtlBackend(BackendBase):
     def write_ready_from(self, cycle):
         self.lib.gpufe_write_ready_from(self.h, cycle)
 
+    def serve_dma_reads(self, mem, latency_ps, step_ps):
+        """Answer DMA read requests in the C loop, without a stop: ``mem`` (a
+        :class:`~gpufe.sim.cosim.hostmem.HostMemory`) is mirrored there from now on, and a
+        request gets its dwords ``latency_ps`` after it, or once the data path is free, one
+        per ``step_ps``, as the harness's own ``_dma_read`` gives them (which still answers a
+        request the loop leaves to it: see :attr:`dma_free_ps`). Returns True."""
+        req = "dma_read_req__payload"
+        fields = {f: (offset, mask.bit_length()) for f, offset, mask in self._fields[req]}
+        resp = self.offsets("dma_read_resp")
+        vals = [*fields["address"], *fields["count"], *fields["tag"],
+                resp["data"], resp["tag"], resp["last"], resp["error"]]
+        rc = self.lib.gpufe_dma_reads(self.h, STOP_STREAMS.index("dma_read_req"),
+                                      self._queue["dma_read_resp"], req.encode(),
+                                      (ctypes.c_uint * len(vals))(*vals), latency_ps, step_ps)
+        if rc:
+            raise BackendUnavailable("compiled model lacks the DMA read request payload")
+        mem.attach(_MemoryMirror(self.lib, self.h))
+        return True
+
+    @property
+    def dma_free_ps(self):
+        """When the DMA read data path is free, in ps (with :meth:`serve_dma_reads`)."""
+        return self.lib.gpufe_dma_free_ps(self.h)
+
+    @dma_free_ps.setter
+    def dma_free_ps(self, t_ps):
+        self.lib.gpufe_set_dma_free_ps(self.h, t_ps)
+
     def queued(self):
         return self._status[2] + self._pushed
 
@@ -520,11 +568,12 @@ class CxxrtlBackend(BackendBase):
                 consume = int(r == 1)
                 until = harness(self, reasons[r])
         finally:
-            out = (ctypes.c_uint64 * 7)()
+            out = (ctypes.c_uint64 * 8)()
             self.lib.gpufe_stats(self.h, out)
             self.stats.update(rtl_cycles=out[0], jumped_cycles=out[1], jumps=out[2],
                               stable_cycles_skipped=out[3], stable_skips=out[4],
-                              rtl_wall_s=out[5] / 1e9, retire_stops=out[6])
+                              rtl_wall_s=out[5] / 1e9, retire_stops=out[6],
+                              dma_reads_in_loop=out[7])
 
     def __del__(self):
         h = getattr(self, "h", None)

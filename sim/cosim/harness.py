@@ -73,7 +73,6 @@ class CoSim:
         self.compute = engine(params, self.ev, self._kernel_done, profiled=profiler == "cupti")
         self.compute.on_device_launch = self._device_launch
         self.copies = CopyEngines(params, self.ev, self._copy_done)
-        self._resp_free_ps = 0            # DMA read data path busy until
         # the link's latencies in ps, once (they are looked up at every transfer)
         self._dma_write_ps = ps(params.dma_write_ns)
         self._dma_read_ps = ps(params.dma_read_latency_ns)
@@ -81,6 +80,11 @@ class CoSim:
         # two would make a run that clocks every cycle see it later than one that jumps
         self._visible_ps = -(-ps(params.host_write_visible_ns) // self.cycle_ps) * self.cycle_ps
         self._dma_step_ps = max(self.cycle_ps, ps(4 / params.dma_read_bytes_per_ns))
+        # DMA reads answered by the backend's own loop (the compiled one: no stop per read), or
+        # here; the data path's busy time is the backend's then (``dma_free_ps``)
+        self._dma_in_loop = self.backend.serve_dma_reads(self.mem, self._dma_read_ps,
+                                                         self._dma_step_ps)
+        self._resp_free_ps = 0            # DMA read data path busy until (answered here)
         # GP_GET updates need no stop of their own: the driver sees one `_visible_ps` later
         self.backend.log_retired(self._visible_ps)
         self._mmio_due = 0                # cycle of the latest MMIO write queued
@@ -372,6 +376,8 @@ class CoSim:
                 self.activity.context_switch(rec.tsg, bool(rec.run), t // 1000)
 
     def _dma_read(self, rq, t):
+        if self._dma_in_loop:
+            self._resp_free_ps = self.backend.dma_free_ps
         start = max(t + self._dma_read_ps, self._resp_free_ps)
         step = self._dma_step_ps
         error = not self.mem.mapped(rq.address, 4 * rq.count)
@@ -384,6 +390,8 @@ class CoSim:
         self.backend.push_packed("dma_read_resp",
                                  [-(-(start + i * step) // cps) for i in range(rq.count)], values)
         self._resp_free_ps = start + rq.count * step
+        if self._dma_in_loop:
+            self.backend.dma_free_ps = self._resp_free_ps
 
     # -- running ---------------------------------------------------------------------------------
 

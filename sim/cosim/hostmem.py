@@ -16,6 +16,10 @@ Memory that the run would otherwise allocate per launch is recycled, as a driver
 GPU has read them; :class:`BlockPool` hands out descriptor blocks (launch descriptors, copy
 descriptors, graph launch records) and takes them back once the engines have read them. After
 a warm-up, a run of any length uses a fixed amount of host memory.
+
+A *mirror* (:meth:`HostMemory.attach`) is told of every allocation and every write: the
+compiled backend keeps a copy in its C loop, which answers the front end's DMA reads without a
+trip through Python.
 """
 
 import bisect
@@ -40,6 +44,22 @@ class HostMemory:
         self._lazy_starts = []       # lazy regions [start, end), sorted, and their stores
         self._lazy_ends = []
         self._lazy_stores = []
+        self._mirror = None
+
+    def attach(self, mirror):
+        """Tell ``mirror`` of every allocation (``mirror.map(start, end)``, bytes) and every
+        write (``mirror.write(address, dwords)``, an array of 32-bit dwords) from now on,
+        starting with the allocations made and what they hold. Dwords outside every
+        allocation are not passed on until an allocation takes them in."""
+        self._mirror = mirror
+        for start, end in zip(self._starts, self._ends):
+            mirror.map(start, end)
+            i = (start - self._base) >> 2
+            mirror.write(start, self._flat[i:(end - self._base + 3) >> 2])
+        for start, end, store in zip(self._lazy_starts, self._lazy_ends, self._lazy_stores):
+            mirror.map(start, end)
+            if store:
+                mirror.write(start, store)
 
     def alloc(self, size, align=256, lazy=False):
         if lazy:
@@ -50,6 +70,8 @@ class HostMemory:
         self._next = base + size
         self._starts.append(base)
         self._ends.append(base + size)
+        if self._mirror is not None:
+            self._mirror.map(base, base + size)
         grow = (self._next - self._base + 3) // 4 - len(self._flat)
         if grow > 0:
             lo = self._base + 4 * len(self._flat)
@@ -57,7 +79,9 @@ class HostMemory:
             if self._other:
                 # dwords written before their range was allocated move into the flat store
                 for a in [a for a in self._other if lo <= a < self._next and a % 4 == 0]:
-                    self._flat[(a - self._base) >> 2] = self._other.pop(a)
+                    self._flat[(a - self._base) >> 2] = v = self._other.pop(a)
+                    if self._mirror is not None:
+                        self._mirror.write(a, array(DWORD, [v]))
         return base
 
     def _alloc_lazy(self, size, align):
@@ -67,9 +91,14 @@ class HostMemory:
         self._lazy_starts.append(base)
         self._lazy_ends.append(base + size)
         self._lazy_stores.append(store)
+        if self._mirror is not None:
+            self._mirror.map(base, base + size)
         if self._other:
             for a in [a for a in self._other if base <= a < base + size and a % 4 == 0]:
-                self._write_lazy(store, base, a, [self._other.pop(a)])
+                v = self._other.pop(a)
+                self._write_lazy(store, base, a, [v])
+                if self._mirror is not None:
+                    self._mirror.write(a, array(DWORD, [v]))
         return base
 
     def mapped(self, address, size=4):
@@ -103,35 +132,45 @@ class HostMemory:
         return self._lazy_stores[k], self._lazy_starts[k]
 
     @staticmethod
-    def _write_lazy(store, start, address, dwords):
+    def _write_lazy(store, start, address, words):
+        """``words``: dwords already masked to 32 bits."""
         i = (address - start) >> 2
-        end = i + len(dwords)
+        end = i + len(words)
         if end > len(store):
             store.frombytes(bytes(4 * (end - len(store))))
-        store[i:end] = array(DWORD, [d & 0xFFFFFFFF for d in dwords])
+        store[i:end] = words if isinstance(words, array) else array(DWORD, words)
 
-    def write_dword(self, address, value):
+    def _store_dword(self, address, value):
         i = self._index(address, 1)
         if i is not None:
-            self._flat[i] = value & 0xFFFFFFFF
+            self._flat[i] = value
             return
         r = self._lazy_region(address, 1)
         if r is None:
-            self._other[address] = value & 0xFFFFFFFF
+            self._other[address] = value
         else:
             self._write_lazy(r[0], r[1], address, [value])
 
+    def write_dword(self, address, value):
+        value &= 0xFFFFFFFF
+        self._store_dword(address, value)
+        if self._mirror is not None:
+            self._mirror.write(address, array(DWORD, [value]))
+
     def write_dwords(self, address, dwords):
-        i = self._index(address, len(dwords))
+        words = array(DWORD, [d & 0xFFFFFFFF for d in dwords])
+        i = self._index(address, len(words))
         if i is not None:
-            self._flat[i:i + len(dwords)] = array(DWORD, [d & 0xFFFFFFFF for d in dwords])
-            return
-        r = self._lazy_region(address, len(dwords))
-        if r is not None:
-            self._write_lazy(r[0], r[1], address, dwords)
+            self._flat[i:i + len(words)] = words
         else:
-            for k, d in enumerate(dwords):
-                self.write_dword(address + 4 * k, d)
+            r = self._lazy_region(address, len(words))
+            if r is not None:
+                self._write_lazy(r[0], r[1], address, words)
+            else:
+                for k, d in enumerate(words):
+                    self._store_dword(address + 4 * k, d)
+        if self._mirror is not None:
+            self._mirror.write(address, words)
 
     def read_dword(self, address):
         i = self._index(address, 1)

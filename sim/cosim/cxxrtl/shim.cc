@@ -7,6 +7,11 @@
 // otherwise the edge, and taken inputs leave their queues. While the design is idle and
 // nothing is due, the cycle counter jumps to the next due input.
 //
+// DMA reads are answered here, not in Python, once gpufe_dma_reads has been called: host
+// memory is mirrored (gpufe_mem_map, gpufe_mem_write: every allocation and every write the
+// host makes), and a read request offered is answered as the harness would (Harness._dma_read:
+// the link's latency, one dword per step, the data path busy until the last) without a stop.
+//
 // Built apart from the design (design.cc, compiled once per parameter set, holds the CXXRTL
 // C API), so that changing this loop does not recompile the design.
 #include <chrono>
@@ -32,6 +37,29 @@ struct Entry {
 struct Queue {
   cxxrtl_object *valid, *payload, *ready;
   std::deque<Entry> q;
+};
+
+// One allocation of host memory: its dwords from `start`, 0 past the last one written.
+struct Region {
+  uint64_t start, end;          // bytes [start, end)
+  std::vector<uint32_t> dw;
+};
+
+// A field of a packed payload: bit offset and width (at most 64).
+struct Field {
+  unsigned off = 0, width = 0;
+};
+
+struct DmaReads {
+  bool on = false;
+  int stop = -1;                // the request stream's bit among the stop streams
+  int queue = -1;               // the response stream's input queue
+  cxxrtl_object *request = nullptr;
+  Field address, count, tag;    // of the request
+  unsigned r_data = 0, r_tag = 0, r_last = 0, r_error = 0;   // response field offsets
+  uint64_t latency_ps = 0, step_ps = 0, free_ps = 0;
+  uint64_t served = 0;
+  std::vector<Region> regions;  // sorted by start, disjoint
 };
 
 struct Sim {
@@ -60,6 +88,7 @@ struct Sim {
   cxxrtl_object *log_valid = nullptr, *log_payload = nullptr;
   uint64_t log_horizon_ps = 0, log_deadline = UINT64_MAX, log_stops = 0;
   std::vector<uint64_t> log;                   // cycle, payload (64 bits) pairs
+  DmaReads dma;
 };
 
 size_t words(const cxxrtl_object *o) { return (o->width + 31) / 32; }
@@ -78,6 +107,25 @@ void put_u64(cxxrtl_object *o, uint64_t v) {
 }
 
 bool bit(const cxxrtl_object *o) { return o->curr[0] & 1; }
+
+uint64_t field(const uint32_t *w, Field f) {
+  uint64_t v = 0;
+  for (unsigned i = 0; i < f.width; i++) {
+    unsigned b = f.off + i;
+    v |= uint64_t(w[b / 32] >> (b % 32) & 1) << i;
+  }
+  return v;
+}
+
+// The region holding byte `address`, or null.
+Region *region_of(DmaReads &d, uint64_t address) {
+  auto it = std::upper_bound(d.regions.begin(), d.regions.end(), address,
+                             [](uint64_t a, const Region &r) { return a < r.start; });
+  if (it == d.regions.begin())
+    return nullptr;
+  --it;
+  return address < it->end ? &*it : nullptr;
+}
 
 // The first cycle at which `now` reaches the design's `wake_at` (its next timer deadline, in
 // ns), UINT64_MAX when it has none: an idle or stable design changes state by itself then.
@@ -140,6 +188,47 @@ int queued(const Sim *s) {
   for (auto &q : s->queues)
     n += int(q.q.size());
   return n;
+}
+
+void push_u64(Queue &q, uint64_t due, uint64_t v) {
+  Entry e{};
+  e.due = due;
+  e.w[0] = uint32_t(v);
+  e.w[1] = uint32_t(v >> 32);
+  q.q.push_back(e);
+}
+
+// Answers the DMA read request offered at cycle c, as Harness._dma_read does: the dwords
+// from host memory (all 0 with `error` when the range is not inside one allocation), one per
+// step from the link's latency or from when the data path is free, `last` on the final one.
+// False leaves it to Python: an address that is not dword-aligned (Python's store keeps such
+// dwords apart) or a request of no dwords.
+bool serve_dma_read(Sim *s, uint64_t c) {
+  DmaReads &d = s->dma;
+  const uint32_t *w = d.request->curr;
+  uint64_t address = field(w, d.address), count = field(w, d.count), tag = field(w, d.tag);
+  if (address & 3 || count == 0)
+    return false;
+  Region *r = region_of(d, address);
+  bool error = !r || address + 4 * count > r->end;
+  uint64_t t = c * s->cycle_ps;
+  uint64_t start = std::max(t + d.latency_ps, d.free_ps);
+  uint64_t fixed = tag << d.r_tag | uint64_t(error) << d.r_error;
+  Queue &q = s->queues[d.queue];
+  for (uint64_t i = 0; i < count; i++) {
+    uint64_t data = 0;
+    if (!error) {
+      uint64_t k = (address - r->start) / 4 + i;
+      data = k < r->dw.size() ? r->dw[k] : 0;
+    }
+    uint64_t v = fixed | data << d.r_data;
+    if (i == count - 1)
+      v |= uint64_t(1) << d.r_last;
+    push_u64(q, (start + i * d.step_ps + s->cycle_ps - 1) / s->cycle_ps, v);
+  }
+  d.free_ps = start + count * d.step_ps;
+  d.served++;
+  return true;
 }
 
 }  // namespace
@@ -244,6 +333,64 @@ int gpufe_take_log(void *p, uint64_t *out, int cap) {
 
 void gpufe_write_ready_from(void *p, uint64_t cycle) { ((Sim *)p)->write_ready_from = cycle; }
 
+// Host memory allocation [start, end) (bytes); regions never overlap.
+void gpufe_mem_map(void *p, uint64_t start, uint64_t end) {
+  DmaReads &d = ((Sim *)p)->dma;
+  Region r{start, end, {}};
+  auto it = std::upper_bound(d.regions.begin(), d.regions.end(), start,
+                             [](uint64_t a, const Region &x) { return a < x.start; });
+  d.regions.insert(it, std::move(r));
+}
+
+// `n` dwords written from byte `address` (dword-aligned writes into an allocation are kept;
+// the rest can never be read by a DMA read answered here).
+void gpufe_mem_write(void *p, uint64_t address, uint64_t n, const uint32_t *dwords) {
+  DmaReads &d = ((Sim *)p)->dma;
+  if (address & 3 || n == 0)
+    return;
+  Region *r = region_of(d, address);
+  if (r && address + 4 * n <= r->end) {
+    uint64_t k = (address - r->start) / 4;
+    if (r->dw.size() < k + n)
+      r->dw.resize(k + n);
+    memcpy(r->dw.data() + k, dwords, 4 * n);
+    return;
+  }
+  for (uint64_t i = 0; i < n; i++)
+    gpufe_mem_write(p, address + 4 * i, 1, dwords + i);
+}
+
+// Answer DMA read requests here: `stop` the request stream's index among the stop streams,
+// `queue` the response stream's input queue, `request` its payload; fields[0..5] the
+// request's address, count and tag (offset, width each), fields[6..9] the response's data,
+// tag, last and error offsets.
+int gpufe_dma_reads(void *p, int stop, int queue, const char *request, const unsigned *fields,
+                    uint64_t latency_ps, uint64_t step_ps) {
+  Sim *s = (Sim *)p;
+  DmaReads &d = s->dma;
+  d.request = cxxrtl_get(s->h, request);
+  if (!d.request || words(d.request) > WORDS || stop < 0 || stop >= int(s->stops.size())
+      || queue < 0 || queue >= int(s->queues.size()))
+    return -1;
+  d.stop = stop;
+  d.queue = queue;
+  d.address = {fields[0], fields[1]};
+  d.count = {fields[2], fields[3]};
+  d.tag = {fields[4], fields[5]};
+  d.r_data = fields[6];
+  d.r_tag = fields[7];
+  d.r_last = fields[8];
+  d.r_error = fields[9];
+  d.latency_ps = latency_ps;
+  d.step_ps = step_ps;
+  d.on = true;
+  return 0;
+}
+
+// When the DMA read data path is free (ps): shared with Python for the requests it answers.
+uint64_t gpufe_dma_free_ps(void *p) { return ((Sim *)p)->dma.free_ps; }
+void gpufe_set_dma_free_ps(void *p, uint64_t t) { ((Sim *)p)->dma.free_ps = t; }
+
 void gpufe_set(void *p, void *obj, const uint32_t *w) { put((cxxrtl_object *)obj, w); }
 
 void gpufe_get(void *p, void *obj, uint32_t *w) {
@@ -294,6 +441,7 @@ void gpufe_stats(void *p, uint64_t *out) {
   out[4] = s->nskips;
   out[5] = s->run_ns;
   out[6] = s->log_stops;
+  out[7] = s->dma.served;
 }
 
 // Returns 1 transfer offered, 2 `until` reached, 3 idle with nothing queued, 4 busy too long,
@@ -355,6 +503,9 @@ static int run_cycles(void *p, uint64_t until, int consume, uint64_t busy_cap) {
         offers |= int(bit(s->stops[i])) << i;
       if (write_ready && bit(s->wr_valid))
         offers |= 1 << s->stops.size();
+      // a DMA read answered here is taken at this cycle's edge, as after a stop
+      if (s->dma.on && (offers >> s->dma.stop & 1) && serve_dma_read(s, c))
+        offers &= ~(1 << s->dma.stop);
       if (offers) {
         s->offers = offers;
         return 1;

@@ -56,3 +56,58 @@ def test_mapped_regions():
     assert mem.mapped(a) and mem.mapped(a + 60) and mem.mapped(a, 64)
     assert not mem.mapped(a + 60, 8) and not mem.mapped(a + 64)
     assert mem.mapped(b, 16) and not mem.mapped(BASE - 4) and not mem.mapped(b + 16)
+
+
+class RegionMirror:
+    """What a mirror (the compiled loop's copy) holds: its allocations and the dwords written
+    into them, 0 elsewhere in them."""
+
+    def __init__(self):
+        self.regions, self.words = [], {}
+
+    def map(self, start, end):
+        assert all(end <= s or start >= e for s, e in self.regions), "regions overlap"
+        self.regions.append((start, end))
+
+    def write(self, address, dwords):
+        assert all(0 <= d < 1 << 32 for d in dwords)
+        for k, d in enumerate(dwords):
+            a = address + 4 * k
+            if a % 4 == 0 and any(s <= a < e for s, e in self.regions):
+                self.words[a] = d
+
+    def read(self, start, end):
+        return [self.words.get(a, 0) for a in range(start, end, 4)]
+
+
+def test_a_mirror_sees_every_allocation_and_what_it_holds():
+    """Attached part-way through, a mirror holds what a DMA read of any allocation returns,
+    whatever mix of writes, lazy regions and dwords written before their allocation."""
+    rng = random.Random(9)
+    mem, mirror = HostMemory(base=BASE), RegionMirror()
+    allocs = []
+    for step in range(3000):
+        if step == 300:
+            mem.attach(mirror)
+        op = rng.randrange(4)
+        if op == 0 or not allocs:
+            size = 4 * rng.randrange(1, 64)
+            lazy = rng.random() < 0.3
+            allocs.append((mem.alloc(size, align=rng.choice([4, 256]), lazy=lazy), size))
+        elif op == 1:
+            start, size = rng.choice(allocs)
+            a = start + 4 * rng.randrange(size // 4 + 8) + (2 if rng.random() < 0.1 else 0)
+            mem.write_dwords(a, [rng.getrandbits(40) for _ in range(rng.randrange(1, 12))])
+        elif op == 2:
+            # past every allocation: kept apart until one takes it in
+            a = max(mem._next, mem._lazy_next) + 4 * rng.randrange(64)
+            mem.write_dword(a if rng.random() < 0.5 else mem._next + 4 * rng.randrange(64),
+                            rng.getrandbits(32))
+        else:
+            start, size = rng.choice(allocs)
+            mem.write64(start + 4 * rng.randrange(size // 4), rng.getrandbits(64),
+                        rng.random() < 0.5)
+    assert sorted(mirror.regions) == sorted((s, s + n) for s, n in allocs)
+    for start, size in allocs:
+        assert mirror.read(start, start + size) == mem.read_dwords(start, size // 4), hex(start)
+    assert any(mirror.words.values())
