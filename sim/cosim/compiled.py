@@ -364,9 +364,9 @@ def _build_design(out, text, cxx, progress):
             src.write_text(unit)
             cmds.append([cxx, *cxx_flags(cxx), "-c", *extra, *includes, str(src), "-o",
                          str(o.with_suffix(".o.tmp"))])
-        rc, err = progress.run_all(cmds, "g++ compiling the CXXRTL model, its two halves side "
-                                         "by side (the long stage: about a minute, once per "
-                                         "design)")
+        rc, err = progress.run_all(cmds, f"{os.path.basename(cxx)} compiling the CXXRTL model, "
+                                         f"its two halves side by side (the long stage: about "
+                                         f"a minute, once per design)")
         if rc:
             raise BackendUnavailable(f"compiling the CXXRTL model failed: {err[-2000:]}")
         for o in objs:

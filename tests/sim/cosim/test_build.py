@@ -240,3 +240,30 @@ def test_the_generated_cxx_splits_into_eval_and_the_rest(tmp_path):
     assert "bool p_top::eval(" not in rest and "cxxrtl_design_create" in rest
     with pytest.raises(compiled.BackendUnavailable, match="write_cxxrtl"):
         compiled.split_design(cc.replace("bool p_top::eval(", "bool p_top::evaluate("))
+
+
+def fake_cxx(tmp_path, name, banner):
+    """An executable ``name`` whose ``--version`` prints ``banner``."""
+    exe = tmp_path / name
+    exe.write_text(f"#!/bin/sh\necho '{banner}'\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_clang_is_preferred_and_gets_its_own_flags(monkeypatch, tmp_path):
+    clang = fake_cxx(tmp_path, "clang++-14", "Debian clang version 14.0.6")
+    gcc = fake_cxx(tmp_path, "g++", "g++ (Debian 12.2.0-14) 12.2.0")
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert compiled._compiler() == "clang++-14"
+    assert compiled.is_clang(clang) and not compiled.is_clang(gcc)
+    # g++'s flags turn its vectoriser off; clang's do not carry g++-only options
+    assert "-fno-gcse-after-reload" in compiled.cxx_flags(gcc)
+    assert "-fno-gcse-after-reload" not in compiled.cxx_flags(clang)
+    assert {"-O3", "-march=native", "-fPIC"} <= set(compiled.cxx_flags(clang))
+    # the compiler and its flags are in the cache key: a change of compiler is a new build
+    assert compiled.design_key("design", clang) != compiled.design_key("design", gcc)
+    (tmp_path / "clang++-14").unlink()
+    assert compiled._compiler() == "g++"
+    monkeypatch.setenv("CXX", gcc)                 # $CXX still wins
+    assert compiled._compiler() == gcc
