@@ -504,7 +504,8 @@ def _kineto(path):
             grid, block = args.get("grid", [1, 1, 1]), args.get("block", [1, 1, 1])
             _dims(grid, where, "args.grid")
             _dims(block, where, "args.block")
-            _check_block(block, where, f"kernel {show(name)}")
+            if _threads(block) > 1024:         # (the name is shown only in the error)
+                _check_block(block, where, f"kernel {show(name)}")
             gid = args.get("graph id", 0)
             if not _int(gid):
                 raise TraceError(f"{where}: args['graph id'] must be an integer, not "

@@ -166,6 +166,10 @@ class BackendBase:
         harness answers it."""
         return False
 
+    def fields(self, port):
+        """(name, bit offset, mask) of each field of input stream ``port``'s payload."""
+        return list(self._fields[f"{port}__payload"])
+
     def offsets(self, port):
         """Bit offset of each field of input stream ``port``'s payload."""
         return {f: offset for f, offset, _ in self._fields[f"{port}__payload"]}

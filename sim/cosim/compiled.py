@@ -45,7 +45,7 @@ _OFFERS = {m: tuple(n for i, n in enumerate(STOP_STREAMS + ("dma_write",)) if m 
 SHIM = pathlib.Path(__file__).parent / "cxxrtl" / "shim.cc"
 WORDS = 8
 _U64 = (1 << 64) - 1
-_STATUS_HEAD = 3          # status block slots before the payloads (the shim says how many)
+_STATUS_HEAD = 4          # status block slots before the payloads (the shim says how many)
 # -march=native: the library is built on, and cached for, the machine that runs it (the
 # cache key holds the CPU model); about 10% less time a cycle than generic x86-64 here.
 # g++: no auto-vectorisation: GCC packs CXXRTL's many small values into vector registers and
@@ -480,7 +480,7 @@ class CxxrtlBackend(BackendBase):
 
     def push(self, port, cycle, payload):
         self._pushed += 1
-        bits = self.pack(f"{port}__payload", payload)
+        bits = payload if payload.__class__ is int else self.pack(f"{port}__payload", payload)
         if self._wide[port]:
             self.lib.gpufe_push(self.h, self._queue[port], cycle, self._words(bits))
         else:
@@ -554,8 +554,7 @@ class CxxrtlBackend(BackendBase):
         return self._status[2] + self._pushed
 
     def wake(self):
-        self.lib.gpufe_get(self.h, self._object("wake_at"), self._buf)
-        return self._buf[0] | self._buf[1] << 32
+        return self._status[3]              # (written by the loop at every stop)
 
     def get(self, name):
         slot = self._slot.get(name)

@@ -412,9 +412,8 @@ class ComputeEngine(ComputeRules):
             plan.n, plan.sms = 1, np.array([sm], np.int64)
             plan.times, plan.ins = _chain(x, ins0, self.d, 1)
             return plan
-        cap = np.minimum(self.ft // k.threads, self.fb)
         if f <= p:
-            return self._plan_after_ends(plan, k, x, ins0, f, cap)
+            return self._plan_after_ends(plan, k, x, ins0, f, self._room(k))
         if k.saved:
             sm = self._first_with_room(k.threads)
             if sm is None:
@@ -423,11 +422,20 @@ class ComputeEngine(ComputeRules):
             plan.times, plan.ins = _chain(x, ins0, self.d, 1)
             return plan
         left = k.blocks - k.placed
-        total = int(cap.sum())
+        if self._out == 0:
+            # every SM empty, each with room for as many (no array: the common case of a
+            # kernel arriving at an idle GPU)
+            cap = None
+            total = self.S * min(self.p.max_threads_per_sm // k.threads,
+                                 self.p.max_blocks_per_sm)
+        else:
+            cap = self._room(k)
+            total = int(cap.sum())
         if total == 0:
             return None
         block0_call = _calls(k)
-        if total == 1 and not block0_call and self._wave(plan, k, x, ins0, f, left, cap):
+        if total == 1 and not block0_call and self._wave(plan, k, x, ins0, f, left,
+                                                         self._room(k) if cap is None else cap):
             return plan
         n = min(left, total)
         if block0_call:
@@ -481,9 +489,14 @@ class ComputeEngine(ComputeRules):
                 return sm
         return None
 
+    def _room(self, k):
+        """How many blocks of ``k`` each SM has room for."""
+        return np.minimum(self.ft // k.threads, self.fb)
+
     def _sequence(self, cap, n):
         """The SMs of ``n`` placements from the pointer (laps over the SMs with room), and
-        the first placement that skips a full SM (``n`` if none does)."""
+        the first placement that skips a full SM (``n`` if none does); ``cap`` may be None
+        while every SM is empty."""
         ptr, S = self._sm, self.S
         if self._out == 0:                     # every SM empty: round robin, no skip
             return (ptr + self._arange_n(n)) % S, n

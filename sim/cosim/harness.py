@@ -65,6 +65,9 @@ class CoSim:
         self.cycle_ps = ps(params.cycle_ns)
         self.backend = make_backend(backend, self.dut, self.cycle_ps, jumps, vcd)
         self._resp_offsets = self.backend.offsets("dma_read_resp")
+        # an MMIO write's payload packed here (as ``backend.pack`` would): one a launch
+        mmio = {f: (o, m) for f, o, m in self.backend.fields("mmio")}
+        self._mmio_fields = (mmio["address"], mmio["data"])     # (other fields: 0)
         self.backend.settings.update(params.frontend_settings(profiler == "cupti"))
         self.ev = EventQueue()
         self.mem = HostMemory()
@@ -128,7 +131,8 @@ class CoSim:
         # queued now with the cycle it lands at (the backend jumps straight to it: one host
         # round trip fewer than an event); posted writes arrive in order, never overtaking
         self._mmio_due = max(self._cycle_of(self.ev.now + ps(d)), self._mmio_due)
-        self.backend.push("mmio", self._mmio_due, {"address": address, "data": data})
+        (ao, am), (do, dm) = self._mmio_fields
+        self.backend.push("mmio", self._mmio_due, (address & am) << ao | (data & dm) << do)
 
     def _push(self, port, payload):
         self.backend.push(port, self._cycle_of(self.ev.now), payload)

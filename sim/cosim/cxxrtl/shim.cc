@@ -27,7 +27,7 @@ extern "C" cxxrtl_toplevel cxxrtl_design_create();
 namespace {
 
 const int WORDS = 8;   // widest payload: 256 bits
-const int STATUS_PAYLOADS = 3;   // the status block's first payload slot
+const int STATUS_PAYLOADS = 4;   // the status block's first payload slot
 
 struct Entry {
   uint64_t due;
@@ -399,9 +399,12 @@ void gpufe_get(void *p, void *obj, uint32_t *w) {
 }
 
 // Registers the status block Python reads after every gpufe_run: [0] cycle, [1] offers (bit per
-// stop stream, then dma_write), [2] entries queued on the inputs, then from [3] on, at a
-// transfer stop, each offered stream's payload in WORDS 32-bit words (WORDS / 2 slots each,
-// in the order the payloads were named).
+// stop stream, then dma_write), [2] entries queued on the inputs, [3] the design's wake_at,
+// then from [4] on, at a transfer stop, each offered stream's payload in WORDS 32-bit words
+// (WORDS / 2 slots each, in the order the payloads were named). Written at once too, for
+// what Python reads before the first run.
+static void write_status(Sim *s, int reason);
+
 int gpufe_status(void *p, uint64_t *status, const char **payloads, int n) {
   Sim *s = (Sim *)p;
   s->status = status;
@@ -411,6 +414,7 @@ int gpufe_status(void *p, uint64_t *status, const char **payloads, int n) {
       return -1 - i;
     s->out_payloads.push_back(o);
   }
+  write_status(s, 0);
   return STATUS_PAYLOADS;
 }
 
@@ -421,6 +425,7 @@ static void write_status(Sim *s, int reason) {
   st[0] = s->cycle;
   st[1] = reason == 1 ? s->offers : 0;
   st[2] = queued(s);
+  st[3] = uint64_t(s->wake->curr[0]) | uint64_t(s->wake->curr[1]) << 32;
   if (reason == 1)
     for (size_t i = 0; i < s->out_payloads.size(); i++)
       if (s->offers >> i & 1) {

@@ -125,14 +125,14 @@ def test_the_co_simulation_keeps_no_per_launch_tables(params):
     for name in ("launches", "copy_jobs", "graph_launches", "jobs"):
         assert not hasattr(sim, name)
     assert sim.descriptors.in_use == 1
-    # its only containers: counters, the DMA response's field offsets, the channels' GP_GET
-    # hooks, the CPU threads, their barriers, the KMD's channel table, the streams'
+    # its only containers: counters, the DMA response's and MMIO write's field offsets, the
+    # channels' GP_GET hooks, the CPU threads, their barriers, the KMD's channel table, the streams'
     # tracking semaphores and the profiler's time-stamp buffer watched (per thread, barrier,
     # channel, stream and process, not per launch); the driver's entries in flight are all
     # retired
     tables = {k for k, v in vars(sim).items() if isinstance(v, (dict, list, set, tuple))}
-    assert tables <= {"stats", "_resp_offsets", "retire_hooks", "_threads", "barriers",
-                      "channel_tsg", "_tracking", "write_hooks"}
+    assert tables <= {"stats", "_resp_offsets", "_mmio_fields", "retire_hooks", "_threads",
+                      "barriers", "channel_tsg", "_tracking", "write_hooks"}
     assert len(sim.write_hooks) <= 1
     assert len(sim._threads) == 1 and len(sim.channel_tsg) <= len(rt.umd.channels)
     assert len(sim._tracking) == len(rt.streams)
