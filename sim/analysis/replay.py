@@ -33,6 +33,7 @@ import statistics
 
 from gpufe.rtl.layouts import COPY_KINDS as _COPY_KIND_CODES
 from gpufe.sim.analysis.traces import read_trace_located, TraceError, GRAPH_LAUNCHES
+from gpufe.sim.collector import collector_paused
 from gpufe.sim.host.workload import LIMITS
 
 LAUNCH_NAMES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC")
@@ -203,6 +204,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
         return op
 
     block_max = LIMITS[("launch_kernel", "block_ns")][1]
+    footprints = {}                         # (grid, block) -> footprint()
     sleep_max = LIMITS[("host_sleep", "ns")][1]
     bytes_max = LIMITS[("memcpy_async", "bytes")][1]
 
@@ -216,8 +218,12 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
                              f"{dur / 1e9:.3g} s; a replay runs each kernel as one thread "
                              f"block, and the model runs a block at most "
                              f"{block_max / 1e9:g} s")
-        blocks, threads = footprint(w.get("grid") or [1, 1, 1], w.get("block") or [256, 1, 1],
-                                    params)
+        grid, block = w.get("grid") or [1, 1, 1], w.get("block") or [256, 1, 1]
+        shape = (tuple(grid), tuple(block))     # (a trace has a few hundred shapes)
+        fp = footprints.get(shape)
+        if fp is None:
+            fp = footprints[shape] = footprint(grid, block, params)
+        blocks, threads = fp
         dur = max(dur - (blocks - 1) * params.block_dispatch_ns, 0)
         op = {"op": "launch_kernel", "stream": stream, "kernel": label[:40],
               "grid": [blocks, 1, 1], "block": [threads, 1, 1], "block_ns": round(dur)}
@@ -539,13 +545,14 @@ def prepare(path, params, *, as_graph=False, profiler="off", max_connections=Non
     from gpufe.sim.host.workload import parse_workload, check_run
     records, where = trace or read_trace_located(path)
     steps = count_steps(path, records)
-    w = parse_workload(workload_from_trace(records, params, as_graph=as_graph,
-                                           profiler=profiler,
-                                           name=records[0].get("scenario", "replay"),
-                                           where=where, path=path, pdl=pdl),
-                       str(path), located=True)
-    check_run(w, replay_params(records, params, profiler), str(path),
-              max_connections=max_connections, limits=limits)
+    with collector_paused():
+        w = parse_workload(workload_from_trace(records, params, as_graph=as_graph,
+                                               profiler=profiler,
+                                               name=records[0].get("scenario", "replay"),
+                                               where=where, path=path, pdl=pdl),
+                           str(path), located=True)
+        check_run(w, replay_params(records, params, profiler), str(path),
+                  max_connections=max_connections, limits=limits)
     return w, steps
 
 

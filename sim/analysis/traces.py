@@ -37,10 +37,12 @@ import bisect
 import gzip
 import json
 import math
+from math import isfinite
 import pathlib
 import zlib
 
 from gpufe.rtl.layouts import COPY_KINDS
+from gpufe.sim.collector import collector_paused
 from gpufe.sim.host.workload import decode_utf8, parse_json, show, _check_text
 
 
@@ -129,7 +131,8 @@ def _dims(v, where, name):
 def _threads(block):
     n = 1
     for b in block[:3]:
-        n *= max(b, 1)
+        if b > 1:
+            n *= b
     return n
 
 
@@ -386,6 +389,11 @@ def _number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+#: the Kineto event categories read (``cpu_op`` is counted apart)
+_KINETO_CATS = frozenset(("cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset",
+                          "user_annotation", "cuda_sync"))
+
+
 def _kineto(path):
     path = pathlib.Path(path)
     text = _read_text(path)
@@ -427,10 +435,10 @@ def _kineto(path):
     t0 = None
     optimizer_steps = 0
     op_starts = []             # ns of each cpu_op record's start
+    prefix = f"{path}: traceEvents["
     for i, e in enumerate(events):
-        where = f"{path}: traceEvents[{i}]"
-        if not isinstance(e, dict):
-            raise TraceError(f"{where}: an event must be a JSON object")
+        if type(e) is not dict:
+            raise TraceError(f"{prefix}{i}]: an event must be a JSON object")
         if e.get("ph") != "X":
             continue
         cat = e.get("cat")
@@ -439,11 +447,13 @@ def _kineto(path):
             if _number(ts) and abs(ts) <= MAX_TS_US:
                 op_starts.append(_ns(ts))
             continue
-        if cat not in ("cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset",
-                       "user_annotation", "cuda_sync"):
+        if cat not in _KINETO_CATS:
             continue
+        where = f"{prefix}{i}]"
         ts, dur, args = e.get("ts"), e.get("dur"), e.get("args")
-        if not _number(ts) or not _number(dur) or dur < 0:
+        tt, td = type(ts), type(dur)
+        if not ((tt is int or tt is float and isfinite(ts))
+                and (td is int or td is float and isfinite(dur)) and dur >= 0):
             raise TraceError(f"{where}: {cat} event without a valid ts/dur (finite numbers, "
                              f"dur >= 0): ts {show(ts)}, dur {show(dur)}")
         if abs(ts) > MAX_TS_US or dur > MAX_DUR_US:
@@ -451,14 +461,16 @@ def _kineto(path):
                              f"(|ts| at most {MAX_TS_US:g} us, dur at most {MAX_DUR_US:g} us)")
         if args is None:
             args = {}
-        elif not isinstance(args, dict):
+        elif type(args) is not dict:
             raise TraceError(f"{where}: args must be an object, not {show(args)}")
         name = e.get("name", "")
-        if not isinstance(name, str):
+        if type(name) is not str:
             raise TraceError(f"{where}: name must be a string, not {show(name)}")
-        _check_text(name, f"{where}: name", TraceError)
-        start, end = _ns(ts), _ns(ts + dur)
-        t0 = start if t0 is None else min(t0, start)
+        if not name.isascii():
+            _check_text(name, f"{where}: name", TraceError)
+        start, end = int(round(ts * 1000)), int(round((ts + dur) * 1000))
+        if t0 is None or start < t0:
+            t0 = start
         if cat == "user_annotation":
             if name.startswith("ProfilerStep#"):
                 out.append({"kind": "meta", "what": "rep_begin", "t": start})
@@ -468,12 +480,12 @@ def _kineto(path):
                 optimizer_steps += 1
             continue
         corr = args.get("correlation")
-        if not _int(corr):
+        if type(corr) is not int:
             raise TraceError(f"{where}: {cat} event without a correlation id (an integer; "
                              f"got {show(corr)})")
         if cat in ("cuda_runtime", "cuda_driver"):
             tid = e.get("tid", 0)
-            if not (_int(tid) or isinstance(tid, str)):
+            if type(tid) is not int and type(tid) is not str:
                 raise TraceError(f"{where}: tid must be an integer or a string, not {show(tid)}")
             out.append({"kind": "runtime" if cat == "cuda_runtime" else "driver", "name": name,
                         "corr": corr, "tid": tid, "start": start, "end": end})
@@ -484,7 +496,7 @@ def _kineto(path):
                 locs.append(where)
             continue
         stream = args.get("stream")
-        if not _int(stream):
+        if type(stream) is not int:
             raise TraceError(f"{where}: {cat} event without a stream (an integer; got "
                              f"{show(stream)})")
         if cat == "cuda_sync":
@@ -507,7 +519,7 @@ def _kineto(path):
             if _threads(block) > 1024:         # (the name is shown only in the error)
                 _check_block(block, where, f"kernel {show(name)}")
             gid = args.get("graph id", 0)
-            if not _int(gid):
+            if type(gid) is not int:
                 raise TraceError(f"{where}: args['graph id'] must be an integer, not "
                                  f"{show(gid)}")
             out.append({"kind": "kernel", "name": name, "corr": corr, "stream": stream,
@@ -537,12 +549,16 @@ def _kineto(path):
         header["optimizer_steps"] = optimizer_steps
     _count_cpu_ops(out, op_starts)
     # times relative to the first event, as the model's are
+    keys = []
     for r in out:
-        for k in ("t", "start", "end"):
-            if k in r:
-                r[k] -= t0
-    order = sorted(range(len(out)), key=lambda j: (out[j].get("t", out[j].get("start")),
-                                                   out[j]["kind"]))
+        if "t" in r:
+            r["t"] -= t0
+            keys.append((r["t"], r["kind"]))
+        else:
+            r["start"] -= t0
+            r["end"] -= t0
+            keys.append((r["start"], r["kind"]))
+    order = sorted(range(len(out)), key=keys.__getitem__)
     out, locs = [out[j] for j in order], [locs[j] for j in order]
     _check_work(out, locs, path, tolerance=1)
     return [header] + out, [f"{path}"] + locs
@@ -580,9 +596,11 @@ def read_trace_located(path):
         head = head[3:]
     head = head.decode("utf-8", errors="replace").lstrip()
     if head.startswith('{"kind"') or head.startswith('{ "kind"'):
-        return _fe_trace(path)
+        with collector_paused():
+            return _fe_trace(path)
     if head.startswith("{"):
-        return _kineto(path)
+        with collector_paused():
+            return _kineto(path)
     raise TraceError(f"{path}:1: neither fe_trace JSONL nor a Chrome trace")
 
 

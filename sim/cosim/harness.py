@@ -22,12 +22,12 @@ the driver's Python objects. Whoever wants to know of the work (the driver model
 ``done(job)``.
 """
 
-import gc
 import sys
 
 from gpufe.rtl.frontend import FrontEnd
 from gpufe.rtl.layouts import (ChannelReg, CHANNEL_REGS, GLOBAL_PAGE, COPY_FLAG_DESCRIPTOR,
                                DESCRIPTOR_ALIGN, DeviceGraph, DEVICE_GRAPH_DWORDS)
+from gpufe.sim.collector import collector_paused
 from gpufe.sim.cosim.backend import PysimBackend, WAKE_NEVER
 from gpufe.sim.cosim.compute import ComputeEngine, aggregate_applies
 from gpufe.sim.cosim.engines import BlockComputeEngine, CopyEngines, DescriptorReader, decode
@@ -400,16 +400,9 @@ class CoSim:
     # -- running ---------------------------------------------------------------------------------
 
     def run(self):
-        # The run allocates records, events and payloads by the million and frees them by
-        # reference counting; the cyclic collector's passes over the growing heap would find
-        # nothing, so it waits until the run ends.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        # records, events and payloads by the million, freed by reference counting
+        with collector_paused():
             self.backend.drive(self._harness)
-        finally:
-            if collecting:
-                gc.enable()
         self.stats.update(self.backend.stats)
         self.stats["jumped_ns"] = self.backend.stats["jumped_cycles"] * self.cycle_ps // 1000
         if self.error:

@@ -475,12 +475,18 @@ def load_json(path, error, max_bytes=MAX_FILE_BYTES):
 # -- checking a workload --------------------------------------------------------------------------
 
 def _dims(value, where, name, limits):
-    if (not isinstance(value, list) or not 1 <= len(value) <= 3
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
-                       for v in value)):
+    ok = isinstance(value, list) and 1 <= len(value) <= 3
+    if ok:
+        for v in value:
+            if not isinstance(v, int) or type(v) is bool or v < 1:
+                ok = False
+                break
+    if not ok:
         raise WorkloadError(f"{where}: {name} must be a list of 1 to 3 positive integers, "
                             f"not {show(value)}")
     dims = list(value) + [1] * (3 - len(value))
+    if dims[0] <= limits[0] and dims[1] <= limits[1] and dims[2] <= limits[2]:
+        return dims
     for axis, v, most in zip("xyz", dims, limits):
         if v > most:
             raise WorkloadError(f"{where}: {name}.{axis} is {_fmt(v)}; CUDA allows at most "
@@ -504,6 +510,16 @@ def _check_value(kind, name, v, here):
                                 f"({what})")
 
 
+#: op kind -> what _check_ops reads of its fields, once: ((name, types, default, (least,
+#: most) or None) of each field in order; {False: the keys it may have, True: with "_at"};
+#: (name, field) of the fields with choices or dimensions)
+_PLANS = {kind: (tuple((n, f.types, f.default,
+                        LIMITS[kind, n][:2] if (kind, n) in LIMITS else None)
+                       for n, f in op.fields.items()),
+                 {False: frozenset(op.fields) | {"op"}, True: frozenset(op.fields) | {"op", "_at"}},
+                 tuple((n, f) for n, f in op.fields.items() if f.choices or f.dims))
+          for kind, op in OPS.items()}
+
 #: ops that create a name: inside a repeat that runs them twice, the second fails
 _CREATES = {"stream_create": "stream", "event_create": "event", "stream_end_capture": "graph",
             "graph_create": "graph"}
@@ -525,25 +541,29 @@ def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
         if not isinstance(kind, str) or kind not in OPS:
             raise WorkloadError(f"{here}: unknown op {show(kind)} (known: {', '.join(OPS)})")
         spec = OPS[kind].fields
-        extra = sorted(set(op) - set(spec) - {"op"} - ({"_at"} if located else set()))
-        if extra:
+        fields, allowed, shaped = _PLANS[kind]
+        if not (allowed[located]).issuperset(op):
+            extra = sorted(set(op) - allowed[located])
             raise WorkloadError(f"{here}: {kind} has no field(s) "
                                 f"{', '.join(_key(e) for e in extra)}")
         out = {"op": kind}
         if located and "_at" in op:
             out["_at"] = here
-        for name, field in spec.items():
-            types = field.types
+        for name, types, default, lim in fields:
             if name not in op:
-                if field.default is REQUIRED:
+                if default is REQUIRED:
                     raise WorkloadError(f"{here}: {kind} needs field {name!r}")
-                out[name] = field.default
+                out[name] = default
                 continue
             v = op[name]
-            if not isinstance(v, types) or (isinstance(v, bool) and types is not bool):
+            t = type(v)
+            if not isinstance(v, types) or (t is bool and types is not bool):
                 raise WorkloadError(f"{here}: {kind}.{name} has the wrong type ({show(v)}; "
                                     f"{_TYPES[types][1]})")
-            _check_value(kind, name, v, here)
+            # _check_value's checks, inlined (the common case: nothing to report)
+            if (t is float and not math.isfinite(v) or t is str and not v.isascii()
+                    or lim is not None and not lim[0] <= v <= lim[1]):
+                _check_value(kind, name, v, here)
             out[name] = v
         if kind in _CREATES and mult > 1:
             raise WorkloadError(f"{here}: {kind} inside a repeat that runs it {_fmt(mult)} "
@@ -577,7 +597,7 @@ def _check_ops(ops, where, names, *, depth=0, mult=1, located=False):
                 if out[ref] not in names[table]:
                     raise WorkloadError(f"{here}: {kind} refers to {table} {out[ref]!r}, "
                                         f"which was not created before")
-        for name, field in spec.items():
+        for name, field in shaped:
             if field.choices and out[name] not in field.choices:
                 *most, last = field.choices
                 raise WorkloadError(f"{here}: {kind.split('_')[0]} {name} must be "
