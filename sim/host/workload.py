@@ -751,10 +751,12 @@ def _created(ops, out):
     for op in ops if isinstance(ops, list) else ():
         if not isinstance(op, dict):
             continue
-        kind = _CREATES.get(op.get("op"))
-        if kind is not None:
-            out[kind].add(op.get("graph" if kind == "graph" else "name"))
-        if op.get("op") == "repeat":
+        what = op.get("op")
+        kind = _CREATES.get(what) if isinstance(what, str) else None
+        name = op.get("graph" if kind == "graph" else "name")
+        if kind is not None and isinstance(name, str):  # (the op's own check says what else)
+            out[kind].add(name)
+        if what == "repeat":
             _created(op.get("body"), out)
     return out
 

@@ -291,3 +291,17 @@ def test_params_files_are_checked(tmp_path):
     (tmp_path / "d.json").mkdir()
     with pytest.raises(ParamsError, match=r"d.json: cannot read \(Is a directory\)"):
         load(str(tmp_path / "d.json"))
+
+
+@pytest.mark.parametrize("op, message", [
+    ({"op": ["stream_create"], "name": "a"}, r"threads\[1\]\.program\[0\]: .*op"),
+    ({"op": "stream_create", "name": ["a"]}, r"threads\[1\]\.program\[0\]: stream_create\.name"),
+    ({"op": "graph_create", "graph": {"g": 1}}, r"threads\[1\]\.program\[0\]: graph_create"),
+])
+def test_unhashable_op_or_name_in_a_thread_is_an_error_not_a_crash(op, message):
+    # The threads' cross-check of created names runs before each op's own check: a list
+    # where a name belongs must come out as the op's error, not a TypeError.
+    threads = [{"name": "t0", "program": [{"op": "stream_create", "name": "s"}]},
+               {"name": "t1", "program": [op]}]
+    with pytest.raises(WorkloadError, match=message):
+        parse_workload({"name": "w", "threads": threads}, "w.json")
