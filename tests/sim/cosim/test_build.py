@@ -242,6 +242,88 @@ def test_the_generated_cxx_splits_into_eval_and_the_rest(tmp_path):
         compiled.split_design(cc.replace("bool p_top::eval(", "bool p_top::evaluate("))
 
 
+def _cxxrtl_of(tmp_path, m, ports):
+    """write_cxxrtl's C++ for Amaranth module ``m``."""
+    import subprocess
+    from amaranth.back import rtlil
+    (tmp_path / "design.il").write_text(rtlil.convert(m, ports=ports, name="top"))
+    yosys, runtime = compiled._yosys()
+    subprocess.run(yosys + ["-q", "-p", f"read_rtlil design.il; {compiled.CXXRTL_WRITE}"],
+                   cwd=tmp_path, check=True)
+    return (tmp_path / "design.cc").read_text(), runtime
+
+
+_DRIVER = r"""
+#include <cxxrtl/capi/cxxrtl_capi.h>
+#include <stdio.h>
+extern "C" cxxrtl_toplevel cxxrtl_design_create();
+int main() {
+    cxxrtl_handle h = cxxrtl_create(cxxrtl_design_create());
+    cxxrtl_object *clk = cxxrtl_get(h, "clk"), *out = cxxrtl_get(h, "out");
+    for (int i = 0; i < 300; i++) {
+        clk->next[0] = 0; cxxrtl_step(h);
+        clk->next[0] = 1; cxxrtl_step(h);
+        printf("%u %u\n", out->curr[0], out->curr[1]);
+    }
+}
+"""
+
+
+@pytest.mark.slow
+def test_eval_split_in_parts_computes_what_the_whole_does(tmp_path):
+    """A design with combinational logic, a memory read and a register read back: its eval()
+    split in parts (locals become members; those read before they are written are zeroed at
+    each eval) gives the same outputs, cycle for cycle, as eval() in one piece."""
+    import subprocess
+    from amaranth.hdl import Module, Signal, Cat
+    from amaranth.lib.memory import Memory
+    m = Module()
+    m.submodules.mem = mem = Memory(shape=16, depth=32, init=[i * 7919 % 65536 for i in range(32)])
+    rd = mem.read_port(domain="comb")
+    count, acc, out = Signal(16), Signal(40), Signal(40)
+    mix = [Signal(16, name=f"mix{i}") for i in range(12)]
+    m.d.comb += rd.addr.eq(count[:5])
+    prev = rd.data
+    for i, s in enumerate(mix):
+        m.d.comb += s.eq((prev ^ (count << (i % 5))) + i)
+        prev = s
+    with m.If(prev[0]):
+        m.d.sync += acc.eq(acc + Cat(prev, mix[3]))
+    with m.Else():
+        m.d.sync += acc.eq(acc ^ prev)
+    m.d.sync += count.eq(count + 3)
+    m.d.comb += out.eq(acc ^ Cat(mix[5], mix[7]))
+    cc, runtime = _cxxrtl_of(tmp_path, m, [out])
+    evaluation, rest = compiled.split_design(cc)
+    parts, main, split_rest = compiled.split_eval(evaluation, rest, part_bytes=300)
+    assert main is not None and len(parts) >= 3
+    assert all("void p_top::eval_part" in p for p in parts)
+    assert all(f"eval_part{k}(posedge_p_clk);" in main for k in range(len(parts)))
+    cxx = compiled._compiler()
+    (tmp_path / "driver.cc").write_text(_DRIVER)
+
+    def run(units, name):
+        """The driver's output with ``units`` (the rest last: it holds the C API)."""
+        objs = []
+        for k, unit in enumerate(units):
+            src = tmp_path / f"{name}{k}.cc"
+            src.write_text(unit)
+            objs.append(str(src.with_suffix(".o")))
+            capi = ["-DCXXRTL_INCLUDE_CAPI_IMPL"] if k == len(units) - 1 else []
+            subprocess.run([cxx, "-std=c++17", "-O1", "-w", *capi, f"-I{runtime}", "-c",
+                            str(src), "-o", objs[-1]], check=True)
+        exe = tmp_path / name
+        subprocess.run([cxx, "-std=c++17", "-w", f"-I{runtime}", *objs,
+                        str(tmp_path / "driver.cc"), "-o", str(exe)], check=True)
+        return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+
+    whole = run([evaluation, rest], "whole")
+    assert len(set(whole.splitlines())) > 100            # the output moves
+    assert run([*parts, main, split_rest], "split") == whole
+    # parts of a size the body is not split for: one part, as it was
+    assert compiled.split_eval(evaluation, rest)[1] is None
+
+
 def fake_cxx(tmp_path, name, banner):
     """An executable ``name`` whose ``--version`` prints ``banner``."""
     exe = tmp_path / name
