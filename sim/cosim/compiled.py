@@ -307,17 +307,18 @@ def split_eval(evaluation, rest, part_bytes=EVAL_PART_BYTES):
     a local: a local the body assigns whole before anything reads it is left as the previous
     cycle left it; every other one is zeroed at eval()'s start, as its declaration did. A body
     the split does not recognise is returned as one part (and a body that is short, too)."""
+    whole = [evaluation], None, rest
     lines = evaluation.split("\n")
     try:
         ev = lines.index("bool p_top::eval(performer *performer) {")
         ret = len(lines) - 1 - lines[::-1].index("\treturn converged;")
         end = lines.index("}; // struct p_top")
     except ValueError:
-        return [evaluation], None, rest
+        return whole
     if (lines[ev + 1:ev + 3] != ["\tbool converged = true;",
                                  "\tbool posedge_p_clk = this->posedge_p_clk();"]
             or lines[ret + 1] != "}" or not end < ev):
-        return [evaluation], None, rest
+        return whole
     locals_, body = [], ev + 3
     for i in range(ev + 3, ret):
         line = lines[i]
@@ -331,36 +332,33 @@ def split_eval(evaluation, rest, part_bytes=EVAL_PART_BYTES):
     size = sum(len(line) + 1 for line in body_lines)
     parts = max(1, round(size / part_bytes))
     if parts == 1 or any("converged" in line or "performer" in line for line in body_lines):
-        return [evaluation], None, rest
-    # where a part may start: a statement's first comment line, outside any braces
-    cuts, depth, at = [], 0, 0
+        return whole
+    names = [_LOCAL.match(line).group(3) for line in locals_]
+    declared = set(names)
+    # one pass: where a part may start (a statement's first comment line, outside any
+    # braces), and each local's first use (its brace depth and line)
+    cuts, first, depth, at = [], {}, 0, 0
     for i, line in enumerate(body_lines):
-        if (depth == 0 and line.startswith("\t//") and i
-                and not body_lines[i - 1].startswith("\t//")):
-            cuts.append((at, i))
+        if line.lstrip().startswith("//"):
+            if depth == 0 and i and not body_lines[i - 1].startswith("\t//"):
+                cuts.append((at, i))
+        else:
+            for name in _IDENT.findall(line):
+                if name in declared and name not in first:
+                    first[name] = (depth, line)
         depth += line.count("{") - line.count("}")
         at += len(line) + 1
     if depth or not cuts:
-        return [evaluation], None, rest
+        return whole
     bounds = sorted({min(cuts, key=lambda c: abs(c[0] - size * k / parts))[1]
                      for k in range(1, parts)})
     bounds = [0, *bounds, len(body_lines)]
     # a top-level temporary (``auto tmp_3 = ...``) must not be used across a cut
     for a, b in zip(bounds, bounds[1:]):
-        temps = {m.group(1) for line in body_lines[a:b]
-                 for m in [re.match(r"^\t(?:auto|value<\d+>) (tmp_\d+) = ", line)] if m}
-        later = "\n".join(body_lines[b:])
-        if any(re.search(rf"\b{t}\b", later) for t in temps):
-            return [evaluation], None, rest
-    names = [_LOCAL.match(line).group(3) for line in locals_]
-    declared, first = set(names), {}
-    depth = 0
-    for line in body_lines:
-        if not line.lstrip().startswith("//"):
-            for name in _IDENT.findall(line):
-                if name in declared and name not in first:
-                    first[name] = (depth, line)
-        depth += line.count("{") - line.count("}")
+        temps = [m.group(1) for line in body_lines[a:b]
+                 for m in [re.match(r"^\t(?:auto|value<\d+>) (tmp_\d+) = ", line)] if m]
+        if temps and re.search(rf"\b(?:{'|'.join(temps)})\b", "\n".join(body_lines[b:])):
+            return whole
 
     def assigned_first(name):
         depth, line = first.get(name, (1, ""))
@@ -385,7 +383,7 @@ def split_eval(evaluation, rest, part_bytes=EVAL_PART_BYTES):
                      + ["\treturn true;"] + tail)
     rest_lines = rest.split("\n")
     if rest_lines.count("}; // struct p_top") != 1:
-        return [evaluation], None, rest
+        return whole
     at = rest_lines.index("}; // struct p_top")
     return units, main, "\n".join(rest_lines[:at] + members + rest_lines[at:])
 
