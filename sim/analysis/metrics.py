@@ -69,6 +69,14 @@ SCENARIO_METRICS = {
                         "them, else kernel starts)",
     "kernels_per_us": "actgap: chain kernels of all streams / (last start - first start) in a "
                       "repetition; median over repetitions",
+    "hi_period_us": "actgap with hi=K: stream_period_us of the K streams of the greatest "
+                    "priority alone",
+    "lo_period_us": "actgap with hi=K: stream_period_us of the other streams alone",
+    "hi_chain_us": "actgap with hi=K: a high-priority stream's gate end -> its last chain "
+                   "kernel's start, median over streams and repetitions",
+    "lo_chain_us": "actgap with hi or load: the same for the streams of the least priority "
+                   "(with load, the SMs are held full by a low-priority kernel: what priority "
+                   "buys shows against hi_chain_us)",
     "timeslice_run_us": "procs: a process's running stretch between two switches that "
                         "interrupted its work",
     "switched_out_us": "procs: a process's work interrupted: switched out -> running again",
@@ -519,12 +527,20 @@ class Samples:
 # fe_trace2's actgap and procs: figures of a whole timeline (a list), beside the digest's
 
 
-def scenario_metrics(records, program):
+def scenario_metrics(records, program, params=None):
     """The figures of ``program`` (``actgap``, ``procs``; {} for the others) on a timeline
     (a list of records in any order), the same code on a reference trace and on a model's
-    timeline: {name: value}, in the order of :data:`SCENARIO_METRICS`."""
+    timeline: {name: value}, in the order of :data:`SCENARIO_METRICS`. ``params``: the
+    program's parameters (a trace header's ``params``; default: the first record's, which a
+    trace header has and a model's timeline does not)."""
     fn = _SCENARIO_FIGURES.get(program)
-    out = fn(records) if fn else {}
+    if params is None:
+        params = records[0].get("params") if records else None
+        params = params if params and "params" not in params else {}
+    if fn is _actgap:
+        out = fn(records, params)
+    else:
+        out = fn(records) if fn else {}
     return {k: out[k] for k in SCENARIO_METRICS if out.get(k) is not None}
 
 
@@ -570,35 +586,58 @@ def _us(ns):
 GATE = "k_gate"
 
 
-def _actgap(records):
+#: actgap with load: the full-GPU kernel that holds the SMs (not a chain kernel)
+LOAD = "k_spin"
+
+
+def _actgap(records, params):
     """Per-stream period and aggregate rate of the chains. A trace with act_stamps records
     (fe_trace2 stamp=1: each chain kernel's start, %globaltimer, one record a stream and
     repetition) gives the starts; any other (CUPTI, the model) its kernel records: in each
-    repetition, the kernels of a stream but the gates."""
-    periods, rates = [], []
+    repetition, the kernels of a stream but the gates and the load. The streams are in
+    creation order (act_stamps' index; kernel records: stream ids, which CUPTI and the model
+    give in creation order), the first ``hi`` of the greatest priority: with hi or load, the
+    periods and chain ends (gate end -> last chain start) of each class too."""
+    hi, load = int(params.get("hi", 0)), int(params.get("load", 0))
+    reps = []            # per repetition: [(stream index, gate end, [starts]), ...]
     stamps = [r for r in records if r["kind"] == "meta" and r["what"] == "act_stamps"]
     if stamps:
         chains = {}                     # (process, repetition) -> [starts of each stream]
         for x in stamps:
-            chains.setdefault((x.get("pid"), x["rep"]), []).append(x["stamps"])
+            chains.setdefault((x.get("pid"), x["rep"]), []).append(
+                (x["stream_idx"], x.get("gate_end"), x["stamps"]))
         reps = list(chains.values())
     else:
-        reps = []
         for pid_reps in _kernels_by_rep(records).values():
             for ks in pid_reps:
-                by_stream = {}
+                by_stream, gate_end = {}, {}
                 for k in ks:
-                    if GATE not in k["name"]:
+                    if GATE in k["name"]:
+                        gate_end[k["stream"]] = k["end"]
+                    elif LOAD not in k["name"]:
                         by_stream.setdefault(k["stream"], []).append(k["start"])
-                reps.append(list(by_stream.values()))
+                reps.append([(i, gate_end.get(s), by_stream[s])
+                             for i, s in enumerate(sorted(by_stream))])
+    periods, rates = {True: [], False: []}, []
+    ends = {True: [], False: []}
     for chains in reps:
-        for v in chains:
+        for i, gate_end, v in chains:
             if len(v) >= 2:
-                periods.append((v[-1] - v[0]) / (len(v) - 1))
-        starts = [t for v in chains for t in v]
+                periods[i < hi].append((v[-1] - v[0]) / (len(v) - 1))
+            if v and gate_end:
+                ends[i < hi].append(v[-1] - gate_end)
+        starts = [t for *_, v in chains for t in v]
         if len(starts) >= 2 and max(starts) > min(starts):
             rates.append(len(starts) / ((max(starts) - min(starts)) / 1e3))
-    return {"stream_period_us": _us(_median(periods)), "kernels_per_us": _median(rates)}
+    out = {"stream_period_us": _us(_median(periods[True] + periods[False])),
+           "kernels_per_us": _median(rates)}
+    if hi:
+        out.update(hi_period_us=_us(_median(periods[True])),
+                   lo_period_us=_us(_median(periods[False])),
+                   hi_chain_us=_us(_median(ends[True])))
+    if hi or load:
+        out["lo_chain_us"] = _us(_median(ends[False]))
+    return out
 
 
 #: procs: run_len and switch_gap_us count only kernels whose name holds this (fe_trace2's

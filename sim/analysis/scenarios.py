@@ -163,21 +163,43 @@ def _grid(p, sms):
             {"op": "stream_synchronize", "stream": "s"}, _mark("rep_end")]
 
 
+#: the H200's greatest stream priority (cudaDeviceGetStreamPriorityRange: -5 to 0)
+GREATEST_PRIORITY = -5
+
+
 def _actgap(p, sms):
     """fe_trace2 actgap: A streams, each behind its own gate, then n empty kernels on each,
     issued breadth-first (all chains are queued when the gates end). stamp=1: the chain
     kernels are k_stampp (thread 0 stores its start time) and the gates k_gate2 (stores its
     end), whose stamps are copied back after each repetition (the act_stamps records); the
     cudaMemset that clears the stamps before a repetition has no op (nothing is queued then:
-    a device synchronize follows it)."""
+    a device synchronize follows it).
+
+    The third recording's priority runs: hi=K, streams s0..s(K-1) of the greatest priority
+    (the H200's -5), the others of the least; load=W, one more stream of the least priority,
+    created last, whose gate ends ``lead`` ns before the chains' and is followed by a
+    full-GPU k_spin of W waves (2 blocks of 1024 threads a multiprocessor, ``lns`` ns a
+    block)."""
     A, n, gate = _arg(p, "A", 8), _arg(p, "n", 200), _arg(p, "gate", 20000000)
     reps, stamp = _arg(p, "reps", 2), _arg(p, "stamp", 0)
+    hi, load = _arg(p, "hi", 0), _arg(p, "load", 0)
+    lns, lead = _arg(p, "lns", 20000), _arg(p, "lead", 200000)
     names = [f"s{i}" for i in range(A)]
     chain = "k_stampp" if stamp else "k_empty"
     gate_kernel = "k_gate2" if stamp else "k_gate"
-    prog = [{"op": "stream_create", "name": s} for s in names]
+    if hi or load:
+        prog = [{"op": "stream_create", "name": s, "priority": GREATEST_PRIORITY if i < hi else 0}
+                for i, s in enumerate(names)]
+    else:
+        prog = [{"op": "stream_create", "name": s} for s in names]
+    if load:
+        # its warm-ups: the program's k_spin and k_gate, once each
+        prog += [{"op": "stream_create", "name": "load", "priority": 0}, _work("load", 0),
+                 _gate("load", 0)]
     prog += [_work(s, 0) for s in names] + [{"op": "device_synchronize"}]
     gates = [dict(_gate(s, gate), kernel=gate_kernel) for s in names]
+    if load:
+        gates += [_gate("load", max(gate - lead, 0)), _work("load", lns, 2 * sms * load, 1024)]
     issue = [dict(_work(s, 0), kernel=chain) for s in names]
     rep = ([{"op": "device_synchronize"}, _mark("rep_begin")] + gates
            + [_mark("gates_issued"), _repeat(n, issue), _mark("issued"),
@@ -576,6 +598,30 @@ FE_TRACE2_BUNDLE = ([f"actgap_c32_A{a}_g100" for a in (1, 2, 4, 8, 16, 32)]
                        for mode in DEVLAUNCH_MODES for g in ("", "_gate")
                        if not (g and mode in ("tail", "tailff"))
                        and not (p and mode == "tailff")])
+
+
+#: the third recording's (probe ``third_recording``, issue 46) wider sizes, bundled as
+#: validation scenarios: priority among A chains at 16 connections (and with the SMs held
+#: full), host threads T = 3, 6, 12, graph update at n = 30, 300, 3,000, PDL chains of 5 and
+#: 50 us kernels, conditional and device-launched bodies of 2 and 4 kernels; each with and
+#: without CUPTI as the second set's programs were
+PRIO_LOAD = ((1, 0), (1, 1), (4, 0), (4, 1), (4, 2))
+THIRD_BUNDLE = ([f"{p}_c16_A{a}_g100_hi{h}" for p in ("actgap", "nocupti_actgap_stamp")
+                 for a in (4, 12, 24) for h in (0, 1, 2)]
+                + [f"{p}_c16_A{a}_g100_hi{h}_load100" for p in ("actgap", "nocupti_actgap_stamp")
+                   for a, h in PRIO_LOAD]
+                + [f"{p}threads_T{t}_sh{sh}" for p in ("", "nocupti_") for t in (3, 6, 12)
+                   for sh in (0, 1)]
+                + [f"{p}gupdate_n{n}" for p in ("", "nocupti_") for n in (30, 300, 3000)]
+                + [f"{p}pdl_stamp_p{a}_t{t}_ns{ns}_g{g}" for p in ("", "nocupti_")
+                   for a, t in PDL_MODES for ns in (5000, 50000) for g in (0, 1)]
+                + [f"{p}cond{h}_b{b}_m{m}{g}" for p in ("", "nocupti_") for h in ("", "host")
+                   for b in (2, 4) for m in (100, 1000) for g in ("", "_gate")
+                   if not (g and not h) and (p or m == 100)]
+                + [f"{p}dl_{mode}_b{b}_m100{g}" for p in ("", "nocupti_")
+                   for mode in DEVLAUNCH_MODES for b in (2, 4) for g in ("", "_gate")
+                   if not (g and mode in ("tail", "tailff"))
+                   and not (p and mode == "tailff")])
 
 
 def bundle_fe_trace2(src, device="h200", names=FE_TRACE2_BUNDLE):

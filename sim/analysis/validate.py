@@ -32,7 +32,8 @@ PROGRAM_METRICS = {"sync": ("sync_return_us",),
                    "copy": ("copy_h2d_gbps", "copy_d2h_gbps", "copy_d2d_gbps"),
                    "pbfull": ("launches_blocked",),
                    # fe_trace2's: their figures come from scenario_metrics (metrics.py)
-                   "actgap": ("stream_period_us", "kernels_per_us"),
+                   "actgap": ("stream_period_us", "kernels_per_us", "hi_period_us",
+                              "lo_period_us", "hi_chain_us", "lo_chain_us"),
                    "procs": ("timeslice_run_us", "switch_us", "switched_out_us", "run_len",
                              "switch_gap_us", "kernel_span_us", "makespan_us"),
                    "gupdate": tuple(m for m, *_ in GUPDATE_INTERVALS),
@@ -58,26 +59,79 @@ def compared_metrics(name):
     return COMPARED + PROGRAM_METRICS.get(program_of(name), ())
 
 
-def compare(name, model_metrics, measured_metrics):
+def compare(name, model_metrics, measured_metrics, runs=()):
+    """Rows of one scenario. ``runs``: the metrics of its repeated recordings (probe
+    ``third_recording``), beside the bundled trace's: a metric they have is scored against
+    the median of all the runs (:func:`scored`)."""
     rows = []
     for m in compared_metrics(name):
         if m in measured_metrics and m in model_metrics:
-            a, b = model_metrics[m], measured_metrics[m]
-            rows.append({"scenario": name, "metric": m, "model": a, "measured": b,
-                         "rel_error": rel_error(a, b)})
+            values = [measured_metrics[m]] + [r[m] for r in runs if r.get(m) is not None]
+            rows.append(scored(name, m, model_metrics[m], values))
     return rows
+
+
+def scored(name, metric, model, values):
+    """A row: ``model`` against one measured value, or against several runs of the same
+    program (the first the bundled one): their median, with ``runs`` (how many), ``spread``
+    (least and greatest) and ``bundled`` (the first run's value)."""
+    measured = statistics.median(values)
+    row = {"scenario": name, "metric": metric, "model": model, "measured": measured,
+           "rel_error": rel_error(model, measured)}
+    if len(values) > 1:
+        row.update(runs=len(values), spread=[min(values), max(values)], bundled=values[0])
+    return row
+
+
+#: the repeated recordings of host-bound calibration programs (probe third_recording):
+#: ``<scenario>_r<N>.jsonl.gz``, and the torch2 programs' step_cost runs
+#: ``steps_<program>_r<N>.json``
+REPEATS = "repeats"
+
+
+def repeat_paths(name, device="h200"):
+    from gpufe.sim.analysis.scenarios import HERE
+    return sorted((HERE / device / REPEATS).glob(f"{name}_r*.jsonl.gz"),
+                  key=lambda p: int(p.name[len(name) + 2:-len(".jsonl.gz")]))
+
+
+@functools.lru_cache(maxsize=None)
+def repeated_metrics(name, device="h200"):
+    """The metrics of each repeated recording of scenario ``name`` (none: ())."""
+    from gpufe.sim.analysis.scenarios import program_of
+    return tuple(all_metrics(read_fe_trace(p), program_of(name, device))
+                 for p in repeat_paths(name, device))
+
+
+def repeated_steps_us(program, variant, device="h200"):
+    """Every round's unprofiled step (us) of a torch2 program's variant in the repeated
+    step_cost runs (each a process: rounds of synchronised steps without and with the
+    profiler, interleaved)."""
+    from gpufe.sim.analysis.scenarios import HERE
+    out = []
+    for p in sorted((HERE / device / REPEATS).glob(f"steps_{program}_r*.json")):
+        v = json.loads(p.read_text())["variants"].get(variant)
+        if v:
+            out += v["off_us"]
+    return out
 
 
 _MEASURED = {}
 
 
-def all_metrics(records, program):
-    """The metrics of a timeline and the figures of its program (``scenario_metrics``): what
-    a scenario compares, the same code on the reference trace and on the model's
-    timeline. The timeline's metrics leave out kernels of device-launched graphs, which
-    CUPTI does not record (the program's figures, from in-kernel stamps, take them)."""
+def all_metrics(records, program, params=None):
+    """The metrics of a timeline and the figures of its program (``scenario_metrics``, with
+    the program's ``params``: by default a trace header's own): what a scenario compares,
+    the same code on the reference trace and on the model's timeline. The timeline's metrics
+    leave out kernels of device-launched graphs, which CUPTI does not record (the program's
+    figures, from in-kernel stamps, take them)."""
     seen = [r for r in records if not r.get("device_launched")]
-    return {**metrics(seen), **scenario_metrics(records, program)}
+    return {**metrics(seen), **scenario_metrics(records, program, params)}
+
+
+def program_params(name, device="h200"):
+    """The fe_trace program parameters of a bundled scenario (its trace header's)."""
+    return read_fe_trace(scenario_paths(name, device)[1])[0].get("params") or {}
 
 
 def measured_metrics(name, device="h200"):
@@ -136,7 +190,8 @@ def threads_host_scale(params, device="h200", profiled=False):
 def scenario_params(name, params, device="h200"):
     """``params`` for a run of scenario ``name``: at the speed of the vCPU its trace was
     recorded on (:func:`recorded_host_scale`; unprofiled traces have no launch records, and
-    traces whose launches are captures tell nothing: both keep the set's)."""
+    traces whose launches are captures tell nothing: both keep the set's); a scenario
+    recorded several times, at the speed its runs' median launch tells."""
     from gpufe.sim.analysis.scenarios import program_of
     if program_of(name, device) == "threads":
         scale = threads_host_scale(params, device, profiler_of(name) == "cupti")
@@ -144,6 +199,11 @@ def scenario_params(name, params, device="h200"):
     launch = measured_metrics(name, device).get("launch_api_us")
     if launch is not None and _launches_capture(name, device):
         launch = None
+    runs = [r["launch_api_us"] for r in repeated_metrics(name, device)
+            if r.get("launch_api_us") is not None]
+    if launch is not None and runs:
+        # scored against the median of its runs: the host of the median run's launches
+        launch = statistics.median([launch] + runs)
     scale = recorded_host_scale(params, launch)
     if scale == 1.0:
         return params
@@ -158,7 +218,8 @@ def run_scenario(name, params, backend="compiled", device="h200"):
     t0 = time.perf_counter()
     r = simulate(w, scenario_params(name, params, device), backend=backend,
                  profiler=profiler_of(name))
-    return all_metrics(r.records, program_of(name, device)), time.perf_counter() - t0
+    return (all_metrics(r.records, program_of(name, device), program_params(name, device)),
+            time.perf_counter() - t0)
 
 
 def validation_names(device="h200"):
@@ -179,7 +240,8 @@ def validate(params, names=None, backend="compiled", device="h200", log=None):
             wall, fast = time.perf_counter() - t0, False
         else:
             model, wall = run_scenario(name, params, backend, device)
-            got = compare(name, model, measured_metrics(name, device))
+            got = compare(name, model, measured_metrics(name, device),
+                          repeated_metrics(name, device))
             fast = scenario_params(name, params, device) is not params
         rows += got
         if log:
@@ -202,8 +264,12 @@ def error_summary(rows):
 def format_table(rows):
     out = [f"{'scenario':28s} {'metric':24s} {'model':>14s} {'measured':>14s} {'error':>8s}"]
     for r in rows:
-        out.append(f"{r['scenario']:28s} {r['metric']:24s} {r['model']:14,.3f} "
-                   f"{r['measured']:14,.3f} {100 * r['rel_error']:+7.1f}%")
+        line = (f"{r['scenario']:28s} {r['metric']:24s} {r['model']:14,.3f} "
+                f"{r['measured']:14,.3f} {100 * r['rel_error']:+7.1f}%")
+        if r.get("runs"):
+            lo, hi = r["spread"]
+            line += f"  median of {r['runs']} runs, {lo:,.3f} to {hi:,.3f}"
+        out.append(line)
     s = error_summary(rows)
     if s["rows"]:
         out.append(f"{s['rows']} comparisons: median |error| "

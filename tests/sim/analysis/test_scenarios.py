@@ -15,8 +15,8 @@ NAMES = scenario_names()
 
 def test_every_fe_trace_program_is_covered():
     # 89 of fe_trace, 75 of fe_trace2 (actgap, procs, gupdate, pdl, threads, cond,
-    # devlaunch)
-    assert len(NAMES) == 164
+    # devlaunch), 118 of the third recording (fe_trace2's programs at other sizes)
+    assert len(NAMES) == 282
     programs = {read_fe_trace(scenario_paths(n)[1])[0]["scenario"] for n in NAMES}
     assert programs == {"chain", "hyperq", "events", "xstream", "priority", "copy", "sync",
                         "grid", "actgap", "procs", "gupdate", "pdl", "threads", "cond",
