@@ -283,6 +283,20 @@ class Runtime:
             yield ("cpu", self.p.thread_contention_ns
                    + busy * self.p.thread_contention_per_thread_ns)
 
+    def _hold(self, s):
+        """Generator: with several host threads, take stream ``s``'s driver lock, as every call
+        that reads or moves the stream's order and pushes its commands does, from the one to
+        the other (:meth:`_let_go`): a call on the stream that begins later, in another
+        thread, cannot read the order half moved nor push its commands ahead of this one's.
+        (A launch takes it in :meth:`_launch_locked`, with the contention for the driver's
+        shared state.)"""
+        if self.threaded:
+            yield from s.lock.acquire()
+
+    def _let_go(self, s):
+        if self.threaded:
+            s.lock.release()
+
     def launch_kernel(self, name, grid, block, block_ns, stream, pdl=False, trigger_ns=None,
                       prologue_ns=0, device_graph_launch=None):
         """``pdl``: the launch attribute programmaticStreamSerialization (cudaLaunchKernelEx):
@@ -356,6 +370,7 @@ class Runtime:
                 "copy", frozenset(), name=f"memcpy {kind}", copy_kind=kind, nbytes=nbytes))
             return
         start, corr = self.now(), self.timeline.correlation_id()
+        yield from self._hold(s)
         ch = self.umd.copy_channel(kind, s)
         dst = self.umd.device_alloc(nbytes)
         desc = self.umd.take_descriptor()     # the copy engine gives it back once read
@@ -367,6 +382,7 @@ class Runtime:
         release_stream(self.cfg, pb, s, ch)
         yield ("cpu", self.p.memcpy_cpu_ns)
         yield from self.umd.submit(ch, pb)
+        self._let_go(s)
         self._record("memcpy_async", start, corr)
 
     def event_record(self, event, stream):
@@ -380,9 +396,10 @@ class Runtime:
             self._record("event_record", start, corr)
             return
         e.captured = None
+        yield from self._hold(s)
         ch = s.channel
         s.host_value += 1
-        e.done = (s.host_sem, s.host_value)
+        done = (s.host_sem, s.host_value)
         pb = PushBuffer()
         if s.last_channel is not None and s.last_channel is not ch:
             order_after_stream(self.cfg, pb, s, ch)
@@ -390,10 +407,14 @@ class Runtime:
         # a wait for the event waits for this release (time stamp and all), not for the work
         # before it: the stream's counter is released right behind it
         release_stream(self.cfg, pb, s, ch)
-        e.stream, e.deps = s, stream_frontier(s)
+        deps = stream_frontier(s)
         yield ("cpu", self.p.event_record_timing_cpu_ns if e.timing
                else self.p.event_record_cpu_ns)
         yield from self.umd.submit(ch, pb)
+        # the event is this record from now on: a wait for it in another thread, or on
+        # another stream of the channel, comes behind the release just pushed
+        e.done, e.stream, e.deps = done, s, deps
+        self._let_go(s)
         self._record("event_record", start, corr)
 
     def stream_wait_event(self, stream, event):
@@ -418,6 +439,7 @@ class Runtime:
         if s.capture is not None:
             raise CaptureError(f"stream {stream!r} is capturing and event {event!r} was not "
                                f"recorded in that capture (cudaErrorStreamCaptureIsolation)")
+        yield from self._hold(s)
         if e.deps:
             pb = PushBuffer()
             for sp, value in sorted(e.deps.items()):
@@ -427,6 +449,7 @@ class Runtime:
             yield from self.umd.submit(s.channel, pb)
         else:
             yield ("cpu", self.p.stream_wait_event_cpu_ns)
+        self._let_go(s)
         self._record("stream_wait_event", start, corr)
 
     # -- host synchronization ----------------------------------------------------------------------
@@ -437,16 +460,15 @@ class Runtime:
                                f"has ended (cudaErrorCapturedEvent)")
 
     def _host_wait(self, s):
-        """``(address, value)`` a host wait for stream ``s`` polls, its fence queued on the
-        stream's channel first if it needs one (:func:`host_wait`); None: nothing to wait
-        for."""
+        """Generator: ``(address, value)`` a host wait for stream ``s`` polls, its fence
+        queued on the stream's channel first if it needs one (:func:`host_wait`), under the
+        stream's lock (:meth:`_hold`); None: nothing to wait for."""
+        yield from self._hold(s)
         wait = host_wait(self.cfg, s)
-        if wait is None:
-            return None
-        address, value, fence = wait
-        if fence is not None:
-            self.umd.queue(s.channel, fence)
-        return address, value
+        if wait is not None and wait[2] is not None:
+            self.umd.queue(s.channel, wait[2])
+        self._let_go(s)
+        return None if wait is None else wait[:2]
 
     def _wait_host(self, address, value, why):
         yield ("wait", lambda: self.sim.mem.read_dword(address) >= value, why)
@@ -457,7 +479,7 @@ class Runtime:
         start, corr = self.now(), self.timeline.correlation_id()
         yield ("cpu", self.p.sync_call_ns)
         sync_start = self.now()
-        wait = self._host_wait(s)
+        wait = yield from self._host_wait(s)
         if wait is not None:
             yield from self.umd.flush_all()
             yield from self._wait_host(*wait, f"stream_synchronize({stream!r})")
@@ -504,7 +526,7 @@ class Runtime:
         sync_start = self.now()
         waits = []
         for s in self.streams.values():
-            wait = self._host_wait(s)
+            wait = yield from self._host_wait(s)
             if wait is not None:
                 waits.append(wait)
         yield from self.umd.flush_all()
@@ -745,10 +767,12 @@ class Runtime:
                                f"modelled (child graphs)")
         x = g.executable
         start, corr = self.now(), self.timeline.correlation_id()
+        yield from self._hold(s)
         if not g.nodes:
             # an empty graph (CUDA captures one from a capture that issued no work): the call
             # costs its CPU time and gives the GPU nothing
             yield ("cpu", self.p.graph_launch_cpu_ns)
+            self._let_go(s)
             self._record("graph_launch", start, corr)
             return
         # nodes updated since the last launch: new descriptors and node table
@@ -774,6 +798,7 @@ class Runtime:
             yield ("cpu", self.p.graph_upload_per_node_ns * size)
         yield from self.umd.submit(ch, pb)
         yield ("cpu", self.p.graph_launch_per_node_ns * size)
+        self._let_go(s)
         self._record("graph_launch", start, corr)
 
     # -- the rest ---------------------------------------------------------------------------------

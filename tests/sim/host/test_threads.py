@@ -126,3 +126,51 @@ def test_a_barrier_meets_every_thread_of_the_process(params):
     marks = {r["what"]: r for r in records if r["kind"] == "meta" and r.get("tid")}
     assert marks["a"]["t"] == marks["b"]["t"] >= 50_000
     assert (marks["a"]["tid"], marks["b"]["tid"]) == ("a", "b")
+
+
+def two_on_one_stream(first, second, delay_ns=500, before=()):
+    """Thread a issues ``first`` on shared stream "sh", thread b ``second`` ``delay_ns``
+    later; the main thread synchronizes the device once both are done."""
+    return threaded([
+        {"name": "main", "program": [{"op": "stream_create", "name": "sh"},
+                                     {"op": "event_create", "name": "e"}, *before,
+                                     {"op": "barrier", "name": "go"},
+                                     {"op": "barrier", "name": "done"},
+                                     {"op": "device_synchronize"}]},
+        {"name": "a", "program": [{"op": "barrier", "name": "go"}, first,
+                                  {"op": "barrier", "name": "done"}]},
+        {"name": "b", "program": [{"op": "barrier", "name": "go"},
+                                  {"op": "host_sleep", "ns": delay_ns}, second,
+                                  {"op": "barrier", "name": "done"}]}])
+
+
+D2D = {"op": "memcpy_async", "stream": "sh", "kind": "d2d", "bytes": 1 << 20}
+GRAPH = [{"op": "stream_create", "name": "cap"}, {"op": "stream_begin_capture", "stream": "cap"},
+         {"op": "repeat", "count": 200, "body": [launch("cap", kernel="g0")]},
+         {"op": "stream_end_capture", "stream": "cap", "graph": "g"},
+         {"op": "graph_instantiate", "graph": "g"}]
+
+
+@pytest.mark.parametrize("case", ["memcpy-launch", "graph-launch", "memcpy-event",
+                                  "launch-memcpy", "event-wait"])
+def test_calls_of_two_threads_on_one_stream_keep_their_order(params, case):
+    """Issue 41: every call that pushes a stream's commands holds its lock, not only a launch:
+    a call that begins later but would push sooner waits (it used to land first in the
+    channel, behind nothing, and the stream deadlocked)."""
+    first, second, before = {
+        "memcpy-launch": (D2D, launch("sh", kernel="k"), ()),
+        "graph-launch": ({"op": "graph_launch", "graph": "g", "stream": "sh"},
+                         launch("sh", kernel="k"), GRAPH),
+        "memcpy-event": (D2D, {"op": "event_record", "event": "e", "stream": "sh"}, ()),
+        "launch-memcpy": (launch("sh", kernel="k"), D2D, ()),
+        "event-wait": ({"op": "event_record", "event": "e", "stream": "sh"},
+                       {"op": "stream_wait_event", "stream": "sh", "event": "e"}, ()),
+    }[case]
+    w = two_on_one_stream(first, second, before=before)
+    records = simulate(w, params, backend="compiled").records
+    violations, checked = check(w, records)
+    assert violations == [] and checked > 0
+    # the second call waited for the first one's lock: it returns after it
+    a = [r for r in records if r["kind"] == "runtime" and r.get("tid") == "a"]
+    b = [r for r in records if r["kind"] == "runtime" and r.get("tid") == "b"]
+    assert b[-1]["end"] > a[-1]["end"]
