@@ -76,8 +76,10 @@ def test_priority_under_channel_load_is_not_served_faster():
 def test_priority_with_the_sms_full_lets_the_chain_in():
     # with a low-priority kernel of 100 waves holding the SMs, the high-priority chain runs
     # beside it and is done first; the low-priority chains start after its last wave
-    f = figures("actgap_c16_A4_g100_hi2_load100")
-    assert f["hi_chain_us"] < 0.8 * f["lo_chain_us"]
+    f = figures("nocupti_actgap_stamp_c16_A4_g100_hi2_load100")
+    assert f["hi_chain_us"] < 0.7 * f["lo_chain_us"]
+    f = figures("actgap_c16_A4_g100_hi2_load100")          # CUPTI's cost a kernel on top
+    assert f["hi_chain_us"] < 0.9 * f["lo_chain_us"]
     lone = figures("actgap_c16_A1_g100_hi0_load100")
     assert lone["lo_chain_us"] > 2000                     # 100 waves of 20 us first
     assert "hi_chain_us" not in lone and "hi_period_us" not in lone

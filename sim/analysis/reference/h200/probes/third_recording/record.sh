@@ -49,7 +49,7 @@ NC="FE_TRACE_NO_CUPTI=1"
 F2=${F2:-/tmp/fe_trace2}
 F1=${F1:-/tmp/fe_trace}
 
-# the priority runs with the SMs held full (load=100); `prio_load` alone re-records them
+# the priority runs with the SMs held full (load=100)
 prio_load() {
   local part=${1:-prio_load}
   for Ah in "1 0" "1 1" "4 0" "4 1" "4 2"; do set -- $Ah
@@ -60,16 +60,22 @@ prio_load() {
   done
 }
 
-wider() {
-  # stream priority under channel load: A chains at 16 connections, hi of them of the greatest
-  # priority; and the same with the SMs held full by a low-priority multi-wave kernel (load)
+# stream priority under channel load: A chains at 16 connections, hi of them of the greatest
+# priority; and the same with the SMs held full by a low-priority multi-wave kernel (load).
+# `prio` alone re-records them (the bundled ones: see README)
+prio() {
+  local part=${1:-prio}
   for A in 4 12 24; do for h in 0 1 2; do
-    run wider nocupti_actgap_stamp_c16_A${A}_g100_hi$h CUDA_DEVICE_MAX_CONNECTIONS=16 $NC $F2 actgap \
+    run $part nocupti_actgap_stamp_c16_A${A}_g100_hi$h CUDA_DEVICE_MAX_CONNECTIONS=16 $NC $F2 actgap \
       A=$A n=200 gate=100000000 reps=2 stamp=1 hi=$h
-    run wider actgap_c16_A${A}_g100_hi$h CUDA_DEVICE_MAX_CONNECTIONS=16 $F2 actgap \
+    run $part actgap_c16_A${A}_g100_hi$h CUDA_DEVICE_MAX_CONNECTIONS=16 $F2 actgap \
       A=$A n=200 gate=100000000 reps=2 hi=$h
   done; done
-  prio_load wider
+  prio_load $part
+}
+
+wider() {
+  prio wider
   # host threads
   for T in 3 6 12; do for sh in 0 1; do
     run wider nocupti_threads_T${T}_sh$sh $NC $F2 threads T=$T n=2000 shared=$sh reps=3
