@@ -206,6 +206,15 @@ def _run_from_trace(args, params, backend, progress, measured, steps, runs):
     say = (lambda *a: None) if args.json else print
     say(f"gpufe run --from-trace {args.from_trace} (params {params.name}; {steps} steps)")
     say(f"  {'measured (the trace, profiled)':34s} {measured:12,.1f} us a step")
+    notes = runs[0][3].get("replay_notes") if runs else None
+    if notes and notes.get("unlaunched"):
+        # a recorder's quirk (kernels launched through the driver API without a record):
+        # said once, the same for every run
+        say(f"  {notes['unlaunched']} kernels/copies without a launch record "
+            f"({notes['sharing_correlation']} sharing a correlation id): "
+            f"{notes['launched_after_stream_previous']} launched after their stream's previous "
+            f"call, {notes['launched_after_call_before']} after the call before them, "
+            f"{notes['skipped']} skipped")
     out = {}
     for i, (label, as_graph, profiler, w, run_params) in enumerate(runs):
         last = i == len(runs) - 1          # the run whose timeline, trace and VCD are written

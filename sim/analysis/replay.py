@@ -10,7 +10,12 @@ captured beforehand, their nodes and edges from the device's order and overlap
 where the trace has them, else from the calling thread's work (a record on the stream of its
 latest work, as PyTorch's current stream makes it; a wait by the stream of its next work);
 synchronisations as ``device_synchronize``; ``ProfilerStep#`` marks as step marks; any other
-call as CPU time.
+call as CPU time. Work that no recorded call launched (Triton's kernels launched through the
+driver API when the profiler recorded no driver calls, several sharing one correlation id) is
+launched right after the call that launched its stream's work before it, and counted: the
+prepared workload's ``replay_notes`` and :func:`step_summary` say how many were so launched
+or skipped (:data:`UNLAUNCHED_NOTES`). A trace of launch calls without any kernel or copy
+record is refused as recorded without CUDA activity.
 
 A profiled replay (``profiler="cupti"``) runs on the trace's own host
 (:func:`trace_host_scale`); an unprofiled one predicts the program on the parameter set's
@@ -61,15 +66,37 @@ def count_steps(path, records):
     return graphs or 1
 
 
-def _calls(records, where=None):
+#: what a replay did with the work that no recorded call launched (:func:`_calls`): how many
+#: kernels, copies and memsets have a correlation id no call has; of those, how many share it
+#: with another; how many were launched right after the call that launched the work before
+#: them on their stream; how many (their stream's first) after the last call begun before
+#: they started; how many were skipped (graph nodes without their graph launch, work with no
+#: call before it)
+UNLAUNCHED_NOTES = ("unlaunched", "sharing_correlation", "launched_after_stream_previous",
+                    "launched_after_call_before", "skipped")
+_WORK = ("kernel", "memcpy", "memset")
+#: the call a replay makes for work no recorded call launched, by the work's kind
+_UNRECORDED_CALL = {"kernel": "cuLaunchKernel", "memcpy": "cuMemcpyAsync",
+                    "memset": "cuMemsetAsync"}
+
+
+def _calls(records, where=None, notes=None):
     """Host calls and step marks in issue order: (record, where, work, work's where), ``work``
     the kernel, copy or memset the call launched (a list of kernels and copies for a graph
     launch), or None. A correlation id names one launch: its work goes to the first call (in
-    issue order) that has it (a runtime call and the driver call it makes share theirs)."""
+    issue order) that has it (a runtime call and the driver call it makes share theirs).
+
+    Work whose correlation id no call has (Triton's kernels launched through the driver API
+    when the profiler recorded no driver calls; such kernels may share one id) is launched by
+    an unrecorded call (``"unrecorded": True``, taking no time) placed right after the call
+    that launched the work before it on its stream, else (its stream's first) right after
+    the last call or mark begun before it started that is not a synchronisation it ran
+    during, else skipped, as are graph nodes without their graph launch. ``notes``: a dict
+    that gets the counts (:data:`UNLAUNCHED_NOTES`)."""
     where = where or [None] * len(records)
     work = {}
     for r, loc in zip(records, where):
-        if r["kind"] in ("kernel", "memcpy", "memset"):
+        if r["kind"] in _WORK:
             work.setdefault(r["corr"], []).append((r, loc))
     items = [(r, loc) for r, loc in zip(records, where)
              if r["kind"] in ("runtime", "driver")
@@ -87,7 +114,72 @@ def _calls(records, where=None):
                 (w, w_loc), = ws
                 taken.add(c["corr"])
         out.append((c, loc, w, w_loc))
-    return out
+    if notes is not None:
+        notes.update(dict.fromkeys(UNLAUNCHED_NOTES, 0))
+    called = {c["corr"] for c, _ in items if c["kind"] != "meta"}
+    if all(corr in called for corr in work):
+        return out
+    return _place_unlaunched(out, work, called, notes if notes is not None else {})
+
+
+def _place_unlaunched(out, work, called, notes):
+    """``out`` (:func:`_calls`) with the work no recorded call launched placed after the
+    calls that stand for its launch; ``notes`` counted."""
+    # each stream's work in device order; the entry of ``out`` that launched each
+    launched_by = {}
+    for i, (c, _, _, _) in enumerate(out):
+        if c["kind"] != "meta" and c["corr"] in work:
+            for r, _ in work[c["corr"]]:
+                launched_by.setdefault(id(r), i)
+    streams = {}
+    for ws in work.values():
+        for r, loc in ws:
+            streams.setdefault((r.get("pid"), r["stream"]), []).append((r, loc))
+    starts = [c.get("start", c.get("t")) for c, _, _, _ in out]
+    after = {}                                  # index in out -> [(work, where)]
+    for corr, ws in work.items():
+        if corr not in called:
+            notes["unlaunched"] += len(ws)
+            if len(ws) > 1:
+                notes["sharing_correlation"] += len(ws)
+    for ws in streams.values():
+        ws.sort(key=lambda x: (x[0]["start"], x[0]["end"]))
+        last = None                 # the entry that launched the stream's latest work so far
+        for r, loc in ws:
+            if r["corr"] in called:
+                last = launched_by.get(id(r), last)
+                continue
+            if r.get("graph_id"):
+                notes["skipped"] += 1             # a graph's node without its graph launch
+                continue
+            host = last
+            if host is not None:
+                notes["launched_after_stream_previous"] += 1
+            else:
+                # the stream's first: after the last call (or mark) begun before it started,
+                # not a synchronisation it ran during
+                j = bisect.bisect_right(starts, r["start"]) - 1
+                while j >= 0 and out[j][0]["kind"] != "meta" \
+                        and out[j][0]["name"].split("_v")[0].startswith(SYNC_NAMES) \
+                        and out[j][0]["end"] > r["start"]:
+                    j -= 1
+                if j < 0:
+                    notes["skipped"] += 1
+                    continue
+                host = j
+                notes["launched_after_call_before"] += 1
+            after.setdefault(host, []).append((r, loc))
+            last = host
+    placed = []
+    for i, entry in enumerate(out):
+        placed.append(entry)
+        for r, loc in sorted(after.get(i, ()), key=lambda x: (x[0]["start"], x[0]["end"])):
+            c = entry[0]
+            t = c.get("end", c.get("t"))
+            placed.append(({"kind": "driver", "name": _UNRECORDED_CALL[r["kind"]],
+                            "corr": r["corr"], "tid": c.get("tid"), "start": t, "end": t,
+                            "cpu_ops": 0, "unrecorded": True}, loc, r, loc))
+    return placed
 
 
 def footprint(grid, block, params):
@@ -181,12 +273,13 @@ def _capture_graph(name, nodes, deps, lanes, stream_of, kernel_op):
 
 
 def workload_from_trace(records, params, *, as_graph=False, profiler="off", name="replay",
-                        where=None, path=None, pdl=False):
+                        where=None, path=None, pdl=False, notes=None):
     """The trace's program as a workload (see the module's docstring). ``where``: for each
     record, its place in the trace (:func:`gpufe.sim.analysis.traces.read_trace_located`); the ops made from
     a record carry it (``"_at"``), for errors to name. ``pdl``: the trace's stream launches
     made with programmatic dependent launch (each kernel waiting for the one before it at its
-    start, triggering as it exits): what PDL would save."""
+    start, triggering as it exits): what PDL would save. ``notes``: a dict that gets what
+    became of the work no recorded call launched (:data:`UNLAUNCHED_NOTES`)."""
     sm_ns = params.block_overhead_ns + (params.cupti_kernel_ns if profiler == "cupti" else 0)
     graph_sm_ns = params.block_overhead_ns + (params.cupti_graph_kernel_ns
                                               if profiler == "cupti" else 0)
@@ -243,7 +336,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
             return copy_op(w, lane)
         return kernel_op(w, lane, overhead=graph_sm_ns)
 
-    calls = _calls(records, where)
+    calls = _calls(records, where, notes)
     # the stream of each thread's next work after each call (where a wait's stream is told)
     next_stream, ahead = [None] * len(calls), {}
     for i in range(len(calls) - 1, -1, -1):
@@ -310,6 +403,16 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     speed = (scale if profiler == "cupti" else params.host_cpu_scale) / scale
     modelled = False          # whether the call before was one the model makes (not a sleep)
     for i, (call, loc, w, w_loc) in enumerate(calls):
+        if call.get("unrecorded"):
+            # work no recorded call launched, launched right after the call before it
+            # (_calls): no CPU time of its own (the unrecorded call's is in the gaps)
+            last_stream[call.get("tid")] = w["stream"]
+            if w["kind"] != "memcpy":
+                ops.append(("work", kernel_op(w, stream_of(w["stream"]), w_loc,
+                                              stream_launch=w["kind"] == "kernel"), loc))
+            elif w["copy_kind"] in COPY_KINDS and w["bytes"] > 0:
+                ops.append(("work", copy_op(w, stream_of(w["stream"]), w_loc), loc))
+            continue
         if call["kind"] == "meta":
             gap = 0 if last_end is None else max(call["t"] - last_end, 0) * speed
             last_end = max(last_end or 0, call["t"])
@@ -383,6 +486,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
             ops.append(("cpu", gap + (call["end"] - call["start"]) * speed, loc))
         modelled = len(ops) - n_ops > 1 or ops[-1][0] != "cpu"
     if not any(kind in ("work", "graph") for kind, _, _ in ops):
+        _no_work_recorded(records, path or name)
         raise TraceError(f"{path or name}: nothing to replay: no kernel launch "
                          f"({', '.join(LAUNCH_NAMES)}), copy, memset or graph launch with its "
                          f"kernel or copy records")
@@ -408,6 +512,30 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     if n_streams > params.max_connections:
         w["max_connections"] = min(n_streams, 32)
     return w
+
+
+def _no_work_recorded(records, where):
+    """A TraceError if the trace has calls that launch GPU work (kernels, graphs, copies,
+    memsets) but no record of any such work: recorded without the GPU's activity."""
+    if any(r["kind"] in _WORK for r in records):
+        return
+    launching = LAUNCH_NAMES + GRAPH_LAUNCHES + ("cudaMemcpy", "cuMemcpy", "cudaMemset",
+                                                 "cuMemset")
+    counts = {}
+    for r in records:
+        if r["kind"] in ("runtime", "driver") and r["name"].startswith(launching):
+            counts[r["name"]] = counts.get(r["name"], 0) + 1
+    if not counts:
+        return
+    calls = sorted(counts.items(), key=lambda nc: (-nc[1], nc[0]))
+    said = ", ".join(f"{n:,} {name}" for name, n in calls[:4])
+    if len(calls) > 4:
+        said += f" and {sum(n for _, n in calls[4:]):,} other"
+    kernel = any(name.startswith(LAUNCH_NAMES + GRAPH_LAUNCHES) for name in counts)
+    raise TraceError(f"{where}: {said} call{'s' if sum(counts.values()) > 1 else ''} but no "
+                     f"{'kernel' if kernel else 'copy or memset'} records: was the trace "
+                     f"recorded without CUDA activity (ProfilerActivity.CUDA)? Nothing to "
+                     f"replay")
 
 
 def _eager_body(ops, sleep_max, path, at):
@@ -545,14 +673,18 @@ def prepare(path, params, *, as_graph=False, profiler="off", max_connections=Non
     from gpufe.sim.host.workload import parse_workload, check_run
     records, where = trace or read_trace_located(path)
     steps = count_steps(path, records)
+    notes = {}
     with collector_paused():
         w = parse_workload(workload_from_trace(records, params, as_graph=as_graph,
                                                profiler=profiler,
                                                name=records[0].get("scenario", "replay"),
-                                               where=where, path=path, pdl=pdl),
+                                               where=where, path=path, pdl=pdl, notes=notes),
                            str(path), located=True)
         check_run(w, replay_params(records, params, profiler), str(path),
                   max_connections=max_connections, limits=limits)
+    if notes.get("unlaunched"):
+        # what became of the work no recorded call launched: step_summary reports it
+        w["replay_notes"] = notes
     return w, steps
 
 
@@ -583,7 +715,9 @@ def per_step_us(records, steps):
 
 def step_summary(result, steps):
     """Time per step of a replay (:func:`per_step_us`), its kernels and memsets (replayed as
-    kernels named ``[memset]``) per step, and the run's wall time and GPU span (us)."""
+    kernels named ``[memset]``) per step, the run's wall time and GPU span (us), and
+    ``replay_notes``: what became of the trace's work that no recorded call launched
+    (:data:`UNLAUNCHED_NOTES`; all 0 where there was none)."""
     from gpufe.sim.analysis.metrics import metrics
     m = metrics(result.records)
     memsets = sum(1 for r in result.records if r["kind"] == "kernel" and r["name"] == MEMSET)
@@ -591,7 +725,9 @@ def step_summary(result, steps):
     return {"steps": steps, "per_step_us": per_step_us(result.records, steps),
             "kernels_per_step": kernels / steps, "memsets_per_step": memsets / steps,
             "kernels": kernels, "wall_us": m.get("wall_per_rep_us", 0.0),
-            "gpu_span_us": m.get("gpu_span_us", 0.0)}
+            "gpu_span_us": m.get("gpu_span_us", 0.0),
+            "replay_notes": dict(dict.fromkeys(UNLAUNCHED_NOTES, 0),
+                                 **(result.workload or {}).get("replay_notes", {}))}
 
 
 #: validation scenarios that replay a bundled trace (under the reference's ``h200``): name ->

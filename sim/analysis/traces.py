@@ -17,13 +17,21 @@ integer ns. Two readers:
   ``cpu_ops``: how many operator records (``cpu_op``: what the profiler records on the CPU
   besides the CUDA calls, each at a cost to the host) began since the call before it.
 
+Kineto's times: ``ts`` and ``dur`` in us, ``ts`` since the Unix epoch (PyTorch 1.13 to 2.3,
+~1.7e15) or since ``baseTimeNanoseconds`` where the trace gives it (newer Kineto); read
+exactly (ns) either way and made relative to the trace's earliest event. A time must be one
+Kineto can write (64-bit ns, from ``baseTimeNanoseconds`` where given) and within
+``MAX_TS_US`` of the trace's earliest event.
+
 A malformed or truncated file raises :class:`TraceError` naming the file, the line (JSONL) or
 the event index (Kineto) and the reason: not UTF-8, not JSON, ``NaN``/``Infinity`` or numbers
 out of range, fields of the wrong type, a record that ends before it starts, a thread block
 of more than 1,024 threads, two launches with one correlation id (only the kernels of one
-graph launch share theirs), kernels or copies of one stream that overlap in time (work of a
-stream runs in order; programmatic dependent launch is not modelled; the nodes of one graph
-launch may run at once).
+graph launch share theirs; in a Kineto trace, so may kernels, copies and memsets that no
+recorded call launched: Triton's launches through the driver API when the profiler recorded
+no driver calls; the replay counts them), kernels or copies of one stream that overlap in
+time (work of a stream runs in order; programmatic dependent launch is not modelled; the
+nodes of one graph launch may run at once).
 
 Several processes on one GPU: every record of a process carries ``"pid"`` (its name, such as
 ``"p0"``); correlation ids and streams are each process's own (two processes may both have a
@@ -34,6 +42,7 @@ processes, null for none). fe_trace2 writes one file per process (``OUT.p0.jsonl
 """
 
 import bisect
+from decimal import Decimal, ROUND_HALF_EVEN
 import gzip
 import json
 import math
@@ -56,9 +65,13 @@ MAX_TRACE_BYTES = 1 << 30
 MAX_LINE_BYTES = 16 << 20
 #: integers in fe_trace records (times in ns, ids) are at most this large in magnitude
 MAX_INT = (1 << 63) - 1
-#: Kineto: |ts| and dur at most this many us
+#: Kineto: an event at most this many us from the trace's earliest event; dur at most this
 MAX_TS_US = 1e15
 MAX_DUR_US = 1e12
+#: Kineto: an event's time, ns from the epoch or from baseTimeNanoseconds, is a 64-bit integer
+MAX_ABS_TS_US = MAX_INT / 1000
+#: a float ts of this many us or more does not hold 1 ns (its text is read exactly instead)
+_WIDE_TS_US = float(1 << 43)
 
 _INT = int
 # required fields of each record kind (fe_trace schema) and their types
@@ -249,19 +262,22 @@ def _other(loc, path):
     return loc
 
 
-def _check_work(records, locs, path, tolerance=0):
+def _check_work(records, locs, path, tolerance=0, unlaunched=False):
     """Correlation ids: one per launch (the kernels and copies of one graph launch share
-    theirs; so may a runtime call and a driver call it makes). Work of one stream runs in
-    order: kernels and copies of a stream must not overlap, except the nodes of one graph
-    launch, and a kernel launched by cudaLaunchKernelEx (which may carry the programmatic
-    dependent launch attribute: it may start before the work before it ends). Correlation
-    ids and streams are each process's own (``pid``)."""
+    theirs; so may a runtime call and a driver call it makes; with ``unlaunched``, so may
+    kernels and copies whose correlation id no call has: a Kineto trace's launches through
+    the driver API when no driver call was recorded). Work of one stream runs in order:
+    kernels and copies of a stream must not overlap, except the nodes of one graph launch,
+    and a kernel launched by cudaLaunchKernelEx (which may carry the programmatic dependent
+    launch attribute: it may start before the work before it ends). Correlation ids and
+    streams are each process's own (``pid``)."""
     graph_corrs = {(r.get("pid"), r["corr"]) for r in records
                    if r["kind"] in ("runtime", "driver")
                    and r["name"].startswith(GRAPH_LAUNCHES)}
     ex_corrs = {(r.get("pid"), r["corr"]) for r in records
                 if r["kind"] == "runtime" and r["name"].startswith(LAUNCH_EX)}
     seen = {}
+    called = set()                  # (pid, corr) of every call
     for kind in ("runtime", "driver"):
         calls = {}
         for r, loc in zip(records, locs):
@@ -272,6 +288,7 @@ def _check_work(records, locs, path, tolerance=0):
                     raise TraceError(f"{loc}: {kind} call {show(r['name'])} has correlation id "
                                      f"{r['corr']}, as {other} has: each call has its own")
                 calls[key] = loc
+        called |= calls.keys()
 
     def graph(r):
         return bool(r.get("graph_id")) or (r.get("pid"), r["corr"]) in graph_corrs
@@ -283,7 +300,8 @@ def _check_work(records, locs, path, tolerance=0):
         g = graph(r)
         pid = r.get("pid")
         prev = seen.get((pid, r["corr"]))
-        if prev is not None and not (g and prev[0]):
+        if prev is not None and not (g and prev[0]) \
+                and not (unlaunched and (pid, r["corr"]) not in called):
             raise TraceError(f"{loc}: {r['kind']} has correlation id {r['corr']}, as "
                              f"{_other(prev[1], path)} has: each launch has its own (only the "
                              f"kernels of one graph launch share theirs)")
@@ -382,11 +400,63 @@ def read_fe_trace(path):
 
 
 def _ns(us):
+    if type(us) is Decimal:
+        return _dec_ns(us)
     return int(round(us * 1000))
 
 
+def _dec(v):
+    """A Kineto number (int, float or the Decimal of a wide float) as a Decimal, exactly as
+    written."""
+    if type(v) is Decimal:
+        return v
+    return Decimal(repr(v)) if type(v) is float else Decimal(v)
+
+
+def _dec_ns(d):
+    return int((d * 1000).to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+def _times_ns(ts, dur):
+    """(start, end) in ns of an event's ``ts`` and ``dur`` (us): exact where ``ts`` was read
+    as a Decimal (times since the epoch), else as floats (as traces were always read)."""
+    if type(ts) is Decimal or type(dur) is Decimal:
+        t = _dec(ts)
+        return _dec_ns(t), _dec_ns(t + _dec(dur))
+    return int(round(ts * 1000)), int(round((ts + dur) * 1000))
+
+
+def _beyond(ts, base_us, limit):
+    """Whether ``base_us + ts`` (us) is more than ``limit`` from 0, for any number ``ts``."""
+    if type(ts) is int and abs(ts) > 1 << 80:
+        return True
+    return abs(float(ts) + base_us) > limit
+
+
+def _wide_float(text):
+    """A JSON number with a fraction: a float, or, where a float would not hold 1 ns of it
+    (times since the epoch, us), its exact Decimal."""
+    v = float(text)
+    if isfinite(v) and abs(v) >= _WIDE_TS_US:
+        return Decimal(text)
+    return v
+
+
+_WIDE_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_wide_float)
+
+
 def _number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite JSON number (an int of any size, a finite float, a wide float's Decimal)."""
+    t = type(v)
+    return t is int or t is Decimal or t is float and math.isfinite(v)
+
+
+def _g(v):
+    """A number for a message."""
+    try:
+        return f"{v:g}"
+    except OverflowError:                   # an integer of hundreds of digits
+        return show(v)
 
 
 #: the Kineto event categories read (``cpu_op`` is counted apart)
@@ -409,6 +479,20 @@ def _kineto(path):
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         raise TraceError(f"{path}: no traceEvents list (not a Chrome trace)")
+    if any(type(e) is dict and type(e.get("ts")) is float and isfinite(e["ts"])
+           and abs(e["ts"]) >= _WIDE_TS_US for e in events):
+        # times since the epoch (PyTorch 1.13 to 2.3: ~1.7e15 us, written to the ns): a
+        # double holds them to 0.25 us, so they are read again, exactly
+        doc = _WIDE_DECODER.decode(text)
+        events = doc["traceEvents"]
+    # newer Kineto writes each ts from baseTimeNanoseconds (ns since the epoch)
+    base = doc.get("baseTimeNanoseconds", 0)
+    if not (_int(base) or type(base) in (float, Decimal) and isfinite(base)
+            and base == int(base)) or abs(base) > MAX_INT:
+        raise TraceError(f"{path}: baseTimeNanoseconds must be a whole number of ns, "
+                         f"|value| at most 2^63-1, not {show(base)}")
+    base_us = int(base) / 1000
+    since = " from baseTimeNanoseconds" if base else ""
     props = doc.get("deviceProperties")
     if props is None or props == []:
         props = {}
@@ -432,7 +516,7 @@ def _kineto(path):
               "device": device, "sms": sms, "driver": versions[0], "runtime": versions[1],
               "max_connections": "default", "params": {}, "source": "kineto"}
     out, locs = [], []
-    t0 = None
+    t0 = t0_loc = t1 = t1_loc = None          # the earliest and the latest start, and where
     optimizer_steps = 0
     op_starts = []             # ns of each cpu_op record's start
     prefix = f"{path}: traceEvents["
@@ -444,7 +528,7 @@ def _kineto(path):
         cat = e.get("cat")
         if cat == "cpu_op":
             ts = e.get("ts")
-            if _number(ts) and abs(ts) <= MAX_TS_US:
+            if _number(ts) and not _beyond(ts, base_us, MAX_ABS_TS_US):
                 op_starts.append(_ns(ts))
             continue
         if cat not in _KINETO_CATS:
@@ -452,13 +536,16 @@ def _kineto(path):
         where = f"{prefix}{i}]"
         ts, dur, args = e.get("ts"), e.get("dur"), e.get("args")
         tt, td = type(ts), type(dur)
-        if not ((tt is int or tt is float and isfinite(ts))
-                and (td is int or td is float and isfinite(dur)) and dur >= 0):
+        if not ((tt is int or tt is float and isfinite(ts) or tt is Decimal)
+                and (td is int or td is float and isfinite(dur) or td is Decimal)
+                and dur >= 0):
             raise TraceError(f"{where}: {cat} event without a valid ts/dur (finite numbers, "
                              f"dur >= 0): ts {show(ts)}, dur {show(dur)}")
-        if abs(ts) > MAX_TS_US or dur > MAX_DUR_US:
-            raise TraceError(f"{where}: {cat} event's ts {ts:g} or dur {dur:g} is out of range "
-                             f"(|ts| at most {MAX_TS_US:g} us, dur at most {MAX_DUR_US:g} us)")
+        if (abs(ts + base_us) > MAX_ABS_TS_US if tt is float
+                else _beyond(ts, base_us, MAX_ABS_TS_US)) or dur > MAX_DUR_US:
+            raise TraceError(f"{where}: {cat} event's ts {_g(ts)} or dur {_g(dur)} is out of "
+                             f"range (Kineto's times are 64-bit ns{since}: |ts| at most "
+                             f"{MAX_ABS_TS_US:.4g} us; dur at most {MAX_DUR_US:g} us)")
         if args is None:
             args = {}
         elif type(args) is not dict:
@@ -468,9 +555,14 @@ def _kineto(path):
             raise TraceError(f"{where}: name must be a string, not {show(name)}")
         if not name.isascii():
             _check_text(name, f"{where}: name", TraceError)
-        start, end = int(round(ts * 1000)), int(round((ts + dur) * 1000))
+        if tt is Decimal or td is Decimal:
+            start, end = _times_ns(ts, dur)
+        else:
+            start, end = int(round(ts * 1000)), int(round((ts + dur) * 1000))
         if t0 is None or start < t0:
-            t0 = start
+            t0, t0_loc = start, where
+        if t1 is None or start > t1:
+            t1, t1_loc = start, where
         if cat == "user_annotation":
             if name.startswith("ProfilerStep#"):
                 out.append({"kind": "meta", "what": "rep_begin", "t": start})
@@ -529,7 +621,8 @@ def _kineto(path):
             locs.append(where)
         elif cat == "gpu_memcpy":
             nbytes = args.get("bytes", 0)
-            if not (_int(nbytes) or isinstance(nbytes, float) and nbytes.is_integer()) \
+            if not (_int(nbytes) or type(nbytes) in (float, Decimal) and _number(nbytes)
+                    and nbytes == int(nbytes)) \
                     or not 0 <= nbytes <= MAX_INT:
                 raise TraceError(f"{where}: args.bytes must be a whole number of bytes "
                                  f"0..2^63-1, not {show(nbytes)}")
@@ -548,7 +641,11 @@ def _kineto(path):
     if optimizer_steps:
         header["optimizer_steps"] = optimizer_steps
     _count_cpu_ops(out, op_starts)
-    # times relative to the first event, as the model's are
+    # times relative to the first event, as the model's are; a trace spans at most MAX_TS_US
+    if t1 - t0 > MAX_TS_US * 1000:
+        raise TraceError(f"{t1_loc}: event {(t1 - t0) / 1e3:.15g} us after the trace's "
+                         f"earliest one ({_other(t0_loc, path)}); a trace spans at most "
+                         f"{MAX_TS_US:g} us")
     keys = []
     for r in out:
         if "t" in r:
@@ -560,7 +657,7 @@ def _kineto(path):
             keys.append((r["start"], r["kind"]))
     order = sorted(range(len(out)), key=keys.__getitem__)
     out, locs = [out[j] for j in order], [locs[j] for j in order]
-    _check_work(out, locs, path, tolerance=1)
+    _check_work(out, locs, path, tolerance=1, unlaunched=True)
     return [header] + out, [f"{path}"] + locs
 
 
