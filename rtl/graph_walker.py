@@ -599,10 +599,14 @@ class GraphWalker(wiring.Component):
                                  state.eq(WalkerState.IDLE)]
 
         # quiet: waiting only for completions or DMA data (FIFO levels count entries that
-        # have not reached the FIFO's output register yet)
+        # have not reached the FIFO's output register yet); a ready node held back by the
+        # in-flight cap waits for a completion too (a long PDL chain of more nodes than the
+        # cap kept the loop stepping every cycle of every kernel past it)
         m.d.comb += self.quiescent.eq(
             ((state == WalkerState.IDLE) & (queue.level == 0) & ~gd.valid)
-            | ((state == WalkerState.RUN) & ((ready.level == 0) | starting) & (done.level == 0)
+            | ((state == WalkerState.RUN)
+               & ((ready.level == 0) | starting | (inflight == cfg.graph_inflight_max))
+               & (done.level == 0)
                & (launched.level == 0)
                & ((cstate_c == CondState.IDLE) | cond_waiting
                   | ((cstate_c == CondState.RUN) & (body_done != cond_count)))

@@ -10,7 +10,7 @@ import contextlib
 
 from gpufe.sim.analysis.timeline import (finish_records, TimelineStream, TimelineDigest, OutputFile,
                                          jsonl_line, write_jsonl)
-from gpufe.sim.host.workload import run_program, count_ops, threads_of
+from gpufe.sim.host.workload import run_program, count_ops, threads_of, program_paths
 
 
 @dataclass
@@ -90,8 +90,8 @@ def simulate(workload, params, max_connections=None, *, vcd=None, jumps=True,
                                     cupti=profiler == "cupti")
             rt.timeline.stream_to(stream)
         bar = Progress(sum(count_ops(prog) for _, prog in threads), progress)
-        for name, prog in threads:
-            sim.start_cpu(rt.thread(name, run_program(prog, rt, bar)))
+        for (name, prog), (where, _) in zip(threads, program_paths(workload)):
+            sim.start_cpu(rt.thread(name, run_program(prog, rt, bar, where, name)))
         t0 = time.perf_counter()
         sim.run()
         wall = time.perf_counter() - t0
@@ -159,9 +159,11 @@ def _simulate_processes(workload, params, mc, *, vcd, jumps, progress, backend, 
                              processes=[{"name": p["name"], "max_connections": m}
                                         for p, m in zip(procs, mcs)])
     bar = Progress(sum(count_ops(prog) for p in procs for _, prog in threads_of(p)), progress)
+    paths = iter(program_paths(workload))
     for p, rt in zip(procs, runtimes):
         for name, prog in threads_of(p):
-            sim.start_cpu(rt.thread(name, run_program(prog, rt, bar)))
+            where, _ = next(paths)
+            sim.start_cpu(rt.thread(name, run_program(prog, rt, bar, where, name)))
     t0 = time.perf_counter()
     sim.run()
     wall = time.perf_counter() - t0

@@ -92,6 +92,7 @@ API = {
     "graph_exec_set_params": "cudaGraphExecKernelNodeSetParams",
     "graph_exec_update": "cudaGraphExecUpdate",
     "graph_exec_destroy": "cudaGraphExecDestroy",
+    "graph_upload": "cudaGraphUpload",
     "graph_create": "cudaGraphCreate",
     "graph_add_conditional": "cudaGraphAddNode",
 }
@@ -535,7 +536,8 @@ def analyse(workload, calls=None):
             sinks = frozenset(i for i in range(len(g)) if i not in has_succ)
             g.append(("conditional", ("cond", list(body), op["iterations"]), sinks,
                       frozenset()))
-        elif k in ("graph_exec_set_params", "graph_exec_update", "graph_exec_destroy"):
+        elif k in ("graph_exec_set_params", "graph_exec_update", "graph_exec_destroy",
+                   "graph_upload"):
             # parameters change, not the order: the executable graph must exist (and an
             # update come from a graph of its topology); destroyed, it launches no more
             x = execs.get(op["graph"])

@@ -10,8 +10,12 @@
   allocated now), the node table the front end's graph walker loads (``GraphNode`` records,
   then the edges) and the graph's launch queue (``GraphLaunchQueue``).
 - Updates (``cudaGraphExecKernelNodeSetParams``, ``cudaGraphExecUpdate``) change the
-  parameters the executable graph holds; its next launch writes the changed nodes'
-  descriptors and a new node table (a launch still in flight reads the old ones).
+  parameters the executable graph holds, a conditional node's body's too; its next launch
+  (or upload) writes the changed nodes' descriptors and a new node table (a launch still in
+  flight reads the old ones). A graph instantiated for device launch is found by the device
+  through its ``DeviceGraph`` record: the upload points it at the new table by commands in
+  the stream, behind the stream's earlier work, so that device launches of a launch queued
+  before the update (its tail launches, a launcher's fire-and-forget ones) keep the old.
 - Device graph launch: an executable graph instantiated for device launch gets a
   ``DeviceGraph`` record (its table and node count: what its cudaGraphExec_t leads the
   device runtime to), which kernels holding device-side cudaGraphLaunch code name in their
@@ -103,7 +107,9 @@ class GraphExec:
     # (None for the conditional node)
     descriptors: list = field(default_factory=list)
     uploaded: bool = False          # launched once (its first launch uploads it)
-    changed: set = field(default_factory=set)        # nodes updated since the last launch
+    # nodes updated since the last launch or upload, as indices of the table
+    # (:func:`table_nodes`: the graph's own nodes, then its conditional node's body)
+    changed: set = field(default_factory=set)
     # instantiated for device launch: its DeviceGraph record's address (else 0)
     handle: int = 0
     # a kernel node's device-side launch as its descriptor holds it: node -> (tail?, count,
@@ -243,6 +249,29 @@ def _write_handle(mem, x):
             mem.write_dwords(x.handle + offset, words)
 
 
+def changed_nodes(a, b):
+    """The table indices (:func:`table_nodes`) whose node differs between two graphs of the
+    same topology: a conditional node's body's nodes included."""
+    return {i for i, ((x, _), (y, _)) in enumerate(zip(table_nodes(a)[0], table_nodes(b)[0]))
+            if x != y}
+
+
+def update_refused(a, b):
+    """Why cudaGraphExecUpdate refuses to give an executable graph of nodes ``a`` the
+    parameters of ``b`` (same topology), beyond the topology: a copy node's kind (its memory
+    types) cannot change, nor can a kernel that makes no device-side graph launch become
+    one that does (a function that did not use the device runtime); None if it may."""
+    for i, ((x, _), (y, _)) in enumerate(zip(table_nodes(a)[0], table_nodes(b)[0])):
+        if x.kind == "copy" and x.copy_kind != y.copy_kind:
+            return (f"node {i} copies {y.copy_kind}, not {x.copy_kind} (a copy node's memory "
+                    f"types cannot change)")
+        if x.kind == "kernel" and x.dgl is None and y.dgl is not None:
+            return (f"node {i}'s kernel launches graph {y.dgl[0]!r} from the device, which the "
+                    f"instantiated kernel does not (a kernel node cannot take up the device "
+                    f"runtime)")
+    return None
+
+
 def same_topology(a, b):
     """Whether two graphs' node lists have the same kinds and edges (cudaGraphExecUpdate's
     condition, as far as the model's nodes go); the first difference, or None."""
@@ -265,27 +294,39 @@ def same_topology(a, b):
 
 
 def apply_changes(umd, x, kernel_id):
-    """Before a launch: the nodes updated since the last one get new descriptors and the
-    executable graph a new node table (a launch in flight keeps reading the old ones)."""
+    """Before a launch or upload: the nodes updated since the last one get new descriptors
+    and the executable graph a new node table (a launch in flight keeps reading the old
+    ones). Returns the writes, ``[(address, dword)]``, that point its DeviceGraph record at
+    the new table (a graph instantiated for device launch; else none): for the caller to push
+    in stream order."""
     if not x.changed:
-        return
+        return []
+    flat = table_nodes(x.nodes)[0]
     for i in sorted(x.changed):
-        x.descriptors[i] = _write_descriptor(umd, x.nodes[i], x.graph_id, x.queue, kernel_id,
+        x.descriptors[i] = _write_descriptor(umd, flat[i][0], x.graph_id, x.queue, kernel_id,
                                              x.device_launch_of)
     x.table = _write_table(umd.sim.mem, x.nodes, x.descriptors)
-    _write_handle(umd.sim.mem, x)
     x.device_runtime = holds_device_runtime(x.nodes)
     x.changed.clear()
+    writes = []
+    if x.handle:
+        for name, value in (("table", x.table), ("nodes", len(x.descriptors))):
+            offset, words = field_update(DeviceGraph, name, value)
+            writes += [(x.handle + offset + 4 * k, w) for k, w in enumerate(words)]
+    return writes
 
 
-def push_launch(cfg, pb, x, nodes, stream, release):
+def push_launch(cfg, pb, x, nodes, stream, release, writes=()):
     """The commands of one launch of ``x`` (of ``nodes`` nodes) on ``stream``'s channel,
     after what orders it behind the stream; behind its previous launch too. ``release``:
     (syncpoint, value) its completion sets, as a kernel's does (no channel release waits
     for it: the launch after it reaches the walker's queue while it runs); then the
-    stream's tracking semaphore, released behind it (RELEASE_WFI)."""
+    stream's tracking semaphore, released behind it (RELEASE_WFI). ``writes``: (address,
+    dword) pairs written first, once all that is done (:func:`apply_changes`)."""
     if x.last_launch is not None and x.last_launch[0] != stream.syncpoint:
         acquire(cfg, pb, *x.last_launch)
+    for address, word in writes:
+        pb.sem_release(address, word, wfi=False)
     pb.incr(Method.GRAPH_TABLE_LO, x.table & 0xFFFFFFFF, x.table >> 32)
     pb.incr(Method.GRAPH_RELEASE_INDEX, release[0] | 1 << 31, release[1] & 0xFFFFFFFF)
     if x.device_runtime:

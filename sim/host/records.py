@@ -42,6 +42,7 @@ RUNTIME_NAMES = {
     "graph_exec_set_params": "cudaGraphExecKernelNodeSetParams_v10010",
     "graph_exec_update": "cudaGraphExecUpdate_v10020",
     "graph_exec_destroy": "cudaGraphExecDestroy_v10000",
+    "graph_upload": "cudaGraphUpload_v11010",
     "graph_create": "cudaGraphCreate_v10000",
     "graph_add_conditional": "cudaGraphAddNode_v12030",
 }

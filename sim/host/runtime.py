@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from gpufe.rtl.layouts import COPY_KINDS, HOST_COPY_BUFFER, DESCRIPTOR_ALIGN
 from gpufe.sim.host.encode import PushBuffer, launch_descriptor, copy_descriptor
 from gpufe.sim.host.graphs import (GraphNodeSpec, Capture, Graph, instantiate, push_launch,
-                                   queue_launch, apply_changes, same_topology, table_nodes)
+                                   queue_launch, apply_changes, same_topology, table_nodes,
+                                   changed_nodes, update_refused)
 from gpufe.sim.host.kmd import Kmd
 from gpufe.sim.host.profiler import Profiler
 from gpufe.sim.host.records import (Timeline, SYNC_EVENT, SYNC_STREAM, SYNC_DEVICE,
@@ -636,7 +637,11 @@ class Runtime:
                 addr = handle
             else:
                 t = self.graphs.get(target)
-                addr = t.executable.handle if t is not None and t.executable else 0
+                if t is None:
+                    raise ApiError(f"graph {graph!r}: kernel {node.name!r} launches graph "
+                                   f"{target!r} from the device, which no stream_end_capture "
+                                   f"or graph_create has made")
+                addr = t.executable.handle if t.executable else 0
             if not addr:
                 raise ApiError(f"graph {graph!r}: kernel {node.name!r} launches graph "
                                f"{target!r} from the device, which is not instantiated with "
@@ -732,11 +737,19 @@ class Runtime:
         if why is not None:
             raise ApiError(f"graph {source!r} does not have the topology of graph {graph!r}'s "
                            f"executable graph: {why} (cudaErrorGraphExecUpdateFailure)")
+        why = update_refused(x.nodes, src.nodes)
+        if why is not None:
+            raise ApiError(f"the executable graph of {graph!r} cannot take the parameters of "
+                           f"graph {source!r}: {why} (cudaErrorGraphExecUpdateFailure)")
+        changed = changed_nodes(x.nodes, src.nodes)
+        flat = table_nodes(src.nodes)[0]
+        for i in sorted(changed):
+            if flat[i][0].kind == "kernel":
+                x.device_launch_of(flat[i][0])      # refused now, not at the next launch
         start, corr = self.now(), self.timeline.correlation_id()
-        for i, node in enumerate(src.nodes):
-            if node != x.nodes[i]:
-                x.nodes[i] = node
-                x.changed.add(i)
+        # every node's new parameters, a conditional node's body's too (its table indices)
+        x.nodes = list(src.nodes)
+        x.changed |= changed
         n = len(x.nodes)
         yield ("cpu", self.p.graph_update_cpu_ns
                + (self.p.graph_update_per_node_ns + self.profiler.graph_update_node_ns()) * n)
@@ -775,15 +788,16 @@ class Runtime:
             self._let_go(s)
             self._record("graph_launch", start, corr)
             return
-        # nodes updated since the last launch: new descriptors and node table
-        apply_changes(self.umd, x, self._kernel_id)
+        # nodes updated since the last launch: new descriptors and node table; a device
+        # graph's record pointed at it in stream order, behind the stream's earlier work
+        writes = apply_changes(self.umd, x, self._kernel_id)
         ch = s.channel
         pb = PushBuffer()
         # (under CUPTI each launch waits for the one before: queued launches of a small
         # graph take ~1.1 us more each on the H200, its first kernel no later alone)
-        order_after_stream(self.cfg, pb, s, ch, graph=not self.profiler.enabled)
+        order_after_stream(self.cfg, pb, s, ch, graph=not self.profiler.enabled and not writes)
         size = len(x.descriptors)            # the table: the graph's nodes and its bodies'
-        push_launch(self.cfg, pb, x, size, s, release_on_completion(s, ch))
+        push_launch(self.cfg, pb, x, size, s, release_on_completion(s, ch), writes)
         s.after_graph = True
         x.last_launch = (s.syncpoint, s.work)
         queue_launch(self.umd, x, corr, s)
@@ -800,6 +814,39 @@ class Runtime:
         yield ("cpu", self.p.graph_launch_per_node_ns * size)
         self._let_go(s)
         self._record("graph_launch", start, corr)
+
+    def graph_upload(self, graph, stream):
+        """cudaGraphUpload: the executable graph's memory set up in ``stream`` ahead of its
+        launches (a first upload's cost per node), and the nodes updated since its last launch
+        or upload written: for a graph instantiated for device launch, its DeviceGraph record
+        points at the new table once the stream's earlier work is done (the device launches of
+        launches queued before keep the old; those after take the new)."""
+        g, s = self._graph(graph), self._stream(stream)
+        s.after_kernel = False          # PDL: the latest op is no kernel launch
+        if s.capture is not None:
+            raise CaptureError(f"graph_upload into capturing stream {stream!r} is not "
+                               f"modelled")
+        x = self._executable(graph)[1]
+        start, corr = self.now(), self.timeline.correlation_id()
+        yield from self._hold(s)
+        changed = len(x.changed)
+        writes = apply_changes(self.umd, x, self._kernel_id)
+        size = len(x.descriptors)
+        nodes = changed if x.uploaded else size
+        x.uploaded = True
+        yield ("cpu", self.p.graph_upload_per_node_ns * nodes)
+        if writes:
+            ch = s.channel
+            pb = PushBuffer()
+            order_after_stream(self.cfg, pb, s, ch)
+            if x.last_launch is not None and x.last_launch[0] != s.syncpoint:
+                acquire(self.cfg, pb, *x.last_launch)
+            for address, word in writes:
+                pb.sem_release(address, word, wfi=False)
+            release_stream(self.cfg, pb, s, ch)
+            yield from self.umd.submit(ch, pb)
+        self._let_go(s)
+        self._record("graph_upload", start, corr)
 
     # -- the rest ---------------------------------------------------------------------------------
 

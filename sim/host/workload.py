@@ -258,6 +258,15 @@ OPS = {
                                        "instantiated before"),
          "from": Field(str, REQUIRED, "the graph whose parameters it takes; made by a "
                                       "`stream_end_capture` before")}),
+    "graph_upload": Op(
+        "`cudaGraphUpload`: the graph's executable graph set up in the stream ahead of its "
+        "launches (a first upload's CPU cost per node; a first launch uploads a graph not "
+        "uploaded yet), and the nodes updated since its last launch or upload written: for a "
+        "graph instantiated for `device_launch`, its device launches see the update from "
+        "the upload on, in stream order (those of launches queued before it keep the old "
+        "parameters; an update reaches a device graph with its next upload or host launch).",
+        {"graph": Field(str, REQUIRED, "the graph; instantiated before"),
+         "stream": Field(str, REQUIRED, "the stream it is uploaded in" + _STREAM)}),
     "graph_exec_destroy": Op(
         "`cudaGraphExecDestroy`: the graph's executable graph is gone (a CPU cost per "
         "node); launching it fails until a `graph_instantiate` makes a new one, whose "
@@ -833,6 +842,11 @@ class _Work:
         self.kernels = self.copies = self.blocks = self.block_ns = self.device_bytes = 0
         self.bytes = {"h2d": 0, "d2h": 0, "d2d": 0}
 
+    def copy(self):
+        w = _Work()
+        w.add(self, 1)
+        return w
+
     def add(self, other, m):
         self.kernels += m * other.kernels
         self.copies += m * other.copies
@@ -854,7 +868,9 @@ def work_totals(program):
     sooner)."""
     t = {"ops": 0, "graph_launches": 0, "sleep_ns": 0, "streams": 0, "graph_nodes": 0,
          "graph_node_runs": 0, "device_bytes": 0, "work": _Work()}
-    state = {"capturing": {}, "event_cap": {}, "caps": {}, "graphs": {}}
+    # graphs: what each graph (as captured) holds; execs: what each executable graph holds,
+    # which updates change and launches run
+    state = {"capturing": {}, "event_cap": {}, "caps": {}, "graphs": {}, "execs": {}}
     _walk(program, 1, t, state)
     t["graph_sizes"] = {name: g[2] for name, g in state["graphs"].items()}
     return t
@@ -928,14 +944,34 @@ def _walk(program, m, t, st):
             if g is not None:
                 t["graph_nodes"] += m * g[2]
                 t["device_bytes"] += m * g[1]
+                st["execs"][op["graph"]] = _snapshot(g)
+        elif kind == "graph_exec_update":
+            g = st["graphs"].get(op["from"])
+            if g is not None and op["graph"] in st["execs"]:
+                # the executable graph runs the other graph's work from now on
+                st["execs"][op["graph"]] = _snapshot(g)
+        elif kind == "graph_exec_set_params":
+            x = st["execs"].get(op["graph"])
+            if x is not None and op.get("block_ns") is not None:
+                # a bound: every block of the graph at the new time, if that is longer
+                x[0].block_ns = max(x[0].block_ns, x[0].blocks * op["block_ns"])
+        elif kind == "graph_exec_destroy":
+            st["execs"].pop(op["graph"], None)
         elif kind == "graph_launch":
             g = st["graphs"].get(op["graph"])
             if g is not None:
                 t["graph_launches"] += m
-                runs = _launch_runs(st["graphs"], op["graph"])
+                view = {**st["graphs"], **st["execs"]}
+                runs = _launch_runs(view, op["graph"])
                 for name, n in runs.items():
-                    t["graph_node_runs"] += m * n * st["graphs"][name][2]
-                    t["work"].add(st["graphs"][name][0], m * n)
+                    t["graph_node_runs"] += m * n * view[name][2]
+                    t["work"].add(view[name][0], m * n)
+
+
+def _snapshot(g):
+    """A copy of a graph's [work, device bytes, nodes, device launches] (an executable
+    graph's, which later changes to the graph do not reach)."""
+    return [g[0].copy(), g[1], g[2], list(g[3])]
 
 
 def _launch_runs(graphs, name):
@@ -1044,27 +1080,47 @@ class ProgramError(ValueError):
     """An API call of the program failed while it ran; names the op's path."""
 
 
-def run_program(program, rt, progress=None):
-    """Generator: the CPU thread executing ``program`` on runtime ``rt``."""
-    yield from _run_ops(program, rt, progress, "program")
+def run_program(program, rt, progress=None, where="program", thread=None):
+    """Generator: the CPU thread executing ``program`` on runtime ``rt``. ``where``: the
+    program's path in the workload (``threads[1].program``, ...), ``thread``: the name of its
+    host thread (None: the only one), both for the errors it raises."""
+    yield from _run_ops(program, rt, progress, where, thread)
     yield from rt.finish()
 
 
-def _run_ops(program, rt, progress, where):
+def program_paths(workload):
+    """(path, thread name) of each program of :func:`programs_of`, in its order: where a
+    run-time error of that program says it happened."""
+    procs = workload.get("processes")
+    out = []
+    for j, p in enumerate(procs or [workload]):
+        base = f"processes[{j}]." if procs else ""
+        if p.get("threads"):
+            out += [(f"{base}threads[{i}].program", t["name"])
+                    for i, t in enumerate(p["threads"])]
+        else:
+            out.append((f"{base}program", None))
+    return out
+
+
+def _run_ops(program, rt, progress, where, thread=None):
     for i, op in enumerate(program):
         kind = op["op"]
         if kind == "repeat":
             # a body that makes no call costs nothing, however often it is repeated
             if op["count"] and count_ops(op["body"]):
                 for _ in range(op["count"]):
-                    yield from _run_ops(op["body"], rt, progress, f"{where}[{i}].body")
+                    yield from _run_ops(op["body"], rt, progress, f"{where}[{i}].body",
+                                        thread)
             continue
         try:
             yield from _run_op(op, rt)
         except ProgramError:
             raise
         except ValueError as e:
-            raise ProgramError(f"{op.get('_at') or f'{where}[{i}]'} ({kind}): {e}") from None
+            by = f", thread {thread!r}" if thread is not None else ""
+            raise ProgramError(f"{op.get('_at') or f'{where}[{i}]'} ({kind}{by}): {e}") \
+                from None
         if progress:
             progress()
 
@@ -1096,6 +1152,7 @@ _CALLS = {
                                                                      op["block_ns"]),
     "graph_exec_update": lambda rt, op: rt.graph_exec_update(op["graph"], op["from"]),
     "graph_exec_destroy": lambda rt, op: rt.graph_exec_destroy(op["graph"]),
+    "graph_upload": lambda rt, op: rt.graph_upload(op["graph"], op["stream"]),
     "graph_create": lambda rt, op: rt.graph_create(op["graph"]),
     "graph_add_conditional": lambda rt, op: rt.graph_add_conditional(
         op["graph"], op["kind"], op["body"], op["iterations"]),

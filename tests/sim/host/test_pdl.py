@@ -141,3 +141,17 @@ def test_pdl_fields_are_checked():
         workload(streams("s") + [dict(pdl(), trigger_ns=-1)])
     with pytest.raises(WorkloadError, match="pdl"):
         workload(streams("s") + [dict(pdl(), pdl="yes")])
+
+
+def test_a_pdl_graph_longer_than_the_walkers_cap_sleeps_through_its_kernels(params):
+    """A PDL chain graph of more nodes than graph_inflight_max: the walker waits for a
+    completion with a ready node held back by the cap, which is quiet (the compiled loop
+    jumps); the timeline is the one stepping every cycle gives."""
+    n = params.frontend_config().graph_inflight_max + 12
+    w = chain(pdl(ns=5000), n, graph=True)
+    jumped = simulate(w, params, backend="compiled")
+    # 140 kernels of 5 us: ~0.7 ms; before, every cycle past the cap was stepped (138,527)
+    assert jumped.stats["rtl_cycles"] < 20_000
+    stepped = simulate(w, params, backend="compiled", jumps=False)
+    assert stepped.stats["rtl_cycles"] > 30 * jumped.stats["rtl_cycles"]
+    assert stepped.records == jumped.records
