@@ -129,11 +129,17 @@ def _calls(k):
 
 
 def _next_head(runs, r):
-    """Run ``r``, the heap's head, has had blocks end: its next block's key in its place."""
+    """Run ``r``, the heap's head, has had blocks end: its next block's key in its place.
+    A run all of whose blocks have ended leaves the heap, and its kernel lets go of it
+    (``_tail``: an ended run takes no more blocks): a kernel and its run refer to one
+    another, and the run's collector is paused (``CoSim.run``), so the cycle would
+    otherwise outlive them both, one per kernel, to the run's end (issue 41)."""
     if r.pos < r.n:
         heapq.heapreplace(runs, (int(r.ends[r.pos]), int(r.ins[r.pos]), runs[0][2], r))
     else:
         heapq.heappop(runs)
+        if r.k._tail is r:
+            r.k._tail = None
 
 
 def _count_keys(times, ins, bound, inclusive):
@@ -238,6 +244,7 @@ class ComputeEngine(ComputeRules):
         for _, _, _, r in taken:
             r.k._tail = None
         self._out -= len(blocks)
+        counts = {}
         for _, k, sm, end in blocks:
             self.ft[sm] += k.threads
             self.fb[sm] += 1
@@ -245,8 +252,11 @@ class ComputeEngine(ComputeRules):
                 k.saved = []
             k.saved.append(end - now)
             k._pending += 1
+            counts.setdefault(id(k), [k, 0])[1] += 1
             if k not in self.waiting:
                 self.waiting.append(k)
+        for k, count in counts.values():
+            self._preempted(k, count, now)
         heapq.heapify(keep)
         self._runs = keep
         self._attend()
@@ -626,6 +636,10 @@ class ComputeEngine(ComputeRules):
             duration = k.saved.pop(0)
             end = x + duration
             self._add_run(k, np.array([end], np.int64), np.array([x], np.int64), sms, tokens)
+            # timed again, as the reference does
+            code = end - self._overhead
+            trig = code if k.trigger_ps is None else min(x + k.trigger_ps, code)
+            self._timed(k, x, trig, code, 1, x)
         else:
             call = 0
             if k.placed == 0:
@@ -740,10 +754,8 @@ class ComputeEngine(ComputeRules):
         if k._timed < k.blocks:
             return
         k.trigger_at, k.exit_at = k._trig_max, k._exit_max
-        for dep, earliest in k.dependents or ():
-            self.ev.at_as_of(max(earliest, k.trigger_at + self._pdl_launch), moment,
-                             self._eligible, dep)
-        k.dependents = None
+        self._release_dependents(
+            k, lambda t, fn, *args: self.ev.at_as_of(t, moment, fn, *args))
         for dep, times, sms, tokens, call in k.gds_waiting or ():
             self._run_blocks(dep, times, sms, tokens, call, moment)
             self._check_complete_known(dep)

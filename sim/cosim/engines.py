@@ -22,7 +22,10 @@ trigger (``trigger_ns`` after it starts) or exited, and makes it eligible
 prologue, then waits in cudaGridDependencySynchronize until ``pdl_flush_ns`` (and
 ``cupti_flush_ns`` under CUPTI) after the primary's last block exits, then its ``block_ns``;
 the block's own overhead follows its code. A primary that has completed by the time the
-dependent arrives holds nothing.
+dependent arrives holds nothing. A context switch that preempts a kernel's blocks before its
+trigger (or exit) takes back what was computed of it: its dependents wait for its trigger as
+its preempted blocks, resumed, time it again (each triggering ``trigger_ns`` after it resumes,
+or as it exits), so a dependent never runs ahead of a primary switched out.
 
 Device graph launch: a kernel whose descriptor says it holds device-side cudaGraphLaunch
 code calls it in block 0 as the block starts, in its first ``dgl_count`` runs after a host
@@ -130,6 +133,10 @@ class Kernel:
     _exit_max: int = 0
     dependents: list = None     # (kernel, earliest eligible) held until it triggers
     gds_waiting: list = None    # its dependents' blocks waiting for its exit
+    # the dependents its trigger released (their eligibility still to come is revoked if a
+    # context switch preempts it before it triggers), and the count of such revocations
+    _released: list = None
+    _pdl_epoch: int = 0
     # device graph launch
     descriptor: int = 0         # its launch descriptor's address
     device: bool = False        # a node of a device-launched run (its launch queue not read)
@@ -204,8 +211,11 @@ class ComputeRules:
                         primary.dependents = []
                     primary.dependents.append((kernel, earliest))
                 else:
+                    # released as its trigger's time comes (taken back if a context switch
+                    # preempts the primary before)
+                    primary._released = (primary._released or []) + [(kernel, earliest)]
                     self.ev.at(max(earliest, primary.trigger_at + ps(self.p.pdl_launch_ns)),
-                               self._eligible, kernel)
+                               self._pdl_release, kernel, primary, primary._pdl_epoch)
                 return
         self.ev.after(ps(latency), self._eligible, kernel)
 
@@ -252,6 +262,33 @@ class ComputeRules:
         k.graph_launched = now + ps(call)
         self.ev.at_as_of(k.graph_launched, now, self.on_device_launch, k)
         return ps(call)
+
+    def _release_dependents(self, k, schedule):
+        """``k``'s trigger is known: its held dependents become eligible ``pdl_launch_ns``
+        after it (``schedule(time, callback, *args)``), unless a context switch takes the
+        trigger back first (:meth:`_preempted`)."""
+        k._released = k.dependents
+        for d, earliest in k.dependents or ():
+            schedule(max(earliest, k.trigger_at + ps(self.p.pdl_launch_ns)),
+                     self._pdl_release, d, k, k._pdl_epoch)
+        k.dependents = None
+
+    def _pdl_release(self, d, k, epoch):
+        if k._pdl_epoch == epoch:
+            self._eligible(d)
+
+    def _preempted(self, k, count, now):
+        """``count`` of ``k``'s blocks are preempted at ``now``: they will be timed again as
+        they resume; a trigger or exit still to come is not known any more (the dependents
+        it released are held again)."""
+        k._timed -= count
+        if k.trigger_at is not None and k.trigger_at > now:
+            k._pdl_epoch += 1
+            k.dependents = (k._released or []) + (k.dependents or [])
+            k._released = None
+            k.trigger_at = None
+        if k.exit_at is not None and k.exit_at > now:
+            k.exit_at = None
 
     def _finish(self, k):
         """``k`` completes now: its completion goes out."""
@@ -302,6 +339,7 @@ class BlockComputeEngine(ComputeRules):
             return
         self.paused.add(tsg)
         now = self.ev.now
+        taken = {}
         for token, (k, sm, end) in list(self._live.items()):
             if k.tsg != tsg or end is None:
                 continue                     # (a block in its dependency wait stays)
@@ -311,8 +349,11 @@ class BlockComputeEngine(ComputeRules):
             if k.saved is None:
                 k.saved = []
             k.saved.append(end - now)
+            taken.setdefault(id(k), [k, 0])[1] += 1
             if k not in self.waiting:
                 self.waiting.append(k)
+        for k, count in taken.values():
+            self._preempted(k, count, now)
 
     def _find_sm(self, threads):
         n = self.p.sms
@@ -357,6 +398,9 @@ class BlockComputeEngine(ComputeRules):
             self.ev.after(duration, self._block_done, k, sm, token)
             if not resumed:
                 self._block_timed(k, now, now, now + ps(k.block_ns) + call)
+            else:
+                # timed again: its code ends what it had left less the block's overhead
+                self._block_timed(k, now, now, now + duration - ps(self.p.block_overhead_ns))
         elif k.primary is not None and k.primary.exit_at is None:
             # in cudaGridDependencySynchronize until the primary's exit is known
             self._live[token] = (k, sm, None)
@@ -395,9 +439,7 @@ class BlockComputeEngine(ComputeRules):
         if k._timed < k.blocks:
             return
         k.trigger_at, k.exit_at = k._trig_max, k._exit_max
-        for d, earliest in k.dependents or ():
-            self.ev.at(max(earliest, k.trigger_at + ps(self.p.pdl_launch_ns)), self._eligible, d)
-        k.dependents = None
+        self._release_dependents(k, self.ev.at)
         for d, sm, token, placed_at, call in k.gds_waiting or ():
             if token in self._live:
                 self._run_block(d, sm, token, placed_at, call)

@@ -155,3 +155,42 @@ def test_a_pdl_graph_longer_than_the_walkers_cap_sleeps_through_its_kernels(para
     stepped = simulate(w, params, backend="compiled", jumps=False)
     assert stepped.stats["rtl_cycles"] > 30 * jumped.stats["rtl_cycles"]
     assert stepped.records == jumped.records
+
+
+def pdl_under_a_time_slice(graph):
+    """Process p0: a 5 ms primary, a PDL dependent, a plain kernel, a stream synchronize;
+    process p1 takes the time slice 0.1 ms in with a 3 ms kernel (issue 41)."""
+    work = [launch("s", 5_000_000, kernel="primary"), pdl(ns=1000, kernel="dep"),
+            launch("s", 1000, kernel="plain")]
+    if graph:
+        p0 = streams("s") + ([{"op": "stream_begin_capture", "stream": "s"}] + work
+                             + [{"op": "stream_end_capture", "stream": "s", "graph": "g"},
+                                {"op": "graph_instantiate", "graph": "g"},
+                                {"op": "graph_launch", "graph": "g", "stream": "s"}])
+    else:
+        p0 = streams("s") + work
+    p0 += [{"op": "stream_synchronize", "stream": "s"}, {"op": "mark", "what": "synced"}]
+    p1 = streams("t") + [{"op": "host_sleep", "ns": 100_000},
+                         launch("t", 3_000_000, kernel="other"),
+                         {"op": "stream_synchronize", "stream": "t"}]
+    from gpufe.sim.host.workload import parse_workload
+    return parse_workload({"name": "pdl_slice", "processes": [
+        {"name": "p0", "program": p0}, {"name": "p1", "program": p1}]}, "pdl_slice")
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_a_dependent_never_runs_ahead_of_a_primary_switched_out(params, graph):
+    w = pdl_under_a_time_slice(graph)
+    records = simulate(w, params, backend="compiled").records
+    k = {r["name"]: r for r in records if r["kind"] == "kernel"}
+    assert any(r["kind"] == "ctxsw" for r in records)
+    # the primary is preempted, so it ends well after its 5 ms of work
+    assert k["primary"]["end"] > k["primary"]["start"] + 6_000_000
+    # its dependent's wait returns after it exits, the plain kernel and the synchronize
+    # after the dependent
+    assert k["dep"]["sync"] >= k["primary"]["end"] - params.kernel_end_ns - 1000
+    assert k["plain"]["start"] > k["dep"]["end"]
+    synced = next(r for r in records if r["kind"] == "meta" and r["what"] == "synced")
+    assert synced["t"] > k["plain"]["end"]
+    # both compute engines agree
+    assert simulate(w, params, backend="compiled", compute="blocks").records == records
