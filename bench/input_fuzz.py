@@ -448,9 +448,13 @@ def _child(argv, out, err):
             f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(f, fd)
             os.close(f)
-        # new streams on the new descriptors (under pytest, sys.stdout is not fd 1)
-        sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
-        sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", closefd=False)
+        # new streams on the new descriptors (under pytest, sys.stdout is not fd 1); line
+        # buffered, so that a child killed at the timeout leaves what it said (a build's
+        # progress) in the files
+        sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False,
+                                           buffering=1)
+        sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", closefd=False,
+                                           buffering=1)
         limit = _vm_size() + CHILD_MEMORY
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         try:
@@ -468,10 +472,13 @@ def _child(argv, out, err):
 
 
 _PROGRESS = re.compile(r"(\d+)% of \d+ calls")
+#: a compiled model being built for a parameter set's hardware sizes (a minute or two, once
+#: per design): legitimate work, not a hang
+_BUILDING = "gpufe build ["
 
 
 def _progress_shown(err_text):
-    return any(int(p) > 0 for p in _PROGRESS.findall(err_text))
+    return _BUILDING in err_text or any(int(p) > 0 for p in _PROGRESS.findall(err_text))
 
 
 def _estimate_s(argv, path):

@@ -373,8 +373,10 @@ def _fmt(n):
 
 
 def _short(where):
-    """An op path, shortened in the middle when repeats nest deep."""
-    return where if len(where) <= 160 else f"{where[:70]}...{where[-70:]}"
+    """``FILE: op path``, the op path shortened in the middle when repeats nest deep (the
+    file's name whole, however long)."""
+    source, sep, path = where.rpartition(": ")
+    return where if len(path) <= 160 else f"{source}{sep}{path[:70]}...{path[-70:]}"
 
 
 def _check_text(s, where, error=None):
@@ -689,14 +691,88 @@ def parse_workload(data, source="<workload>", *, located=False):
     if "processes" in data:
         out["processes"] = _check_processes(data["processes"], source, lo, hi, located)
         out["program"] = []
+        _check_barriers(out, source)
         return out
     if "threads" in data:
         out["threads"] = _check_threads(data["threads"], f"{source}: threads", located)
         out["program"] = []
+        _check_barriers(out, source)
         return out
     names = {"stream": set(), "event": set(), "graph": set()}
     out["program"] = _check_ops(data["program"], f"{source}: program", names, located=located)
     return out
+
+
+def _barrier_counts(program, m=1, out=None):
+    """{barrier name: times the program reaches it}, repeats multiplied out."""
+    out = {} if out is None else out
+    for op in program:
+        if op["op"] == "repeat":
+            if op["count"]:
+                _barrier_counts(op["body"], m * op["count"], out)
+        elif op["op"] == "barrier":
+            out[op["name"]] = out.get(op["name"], 0) + m
+    return out
+
+
+def _barrier_seq(program, scope):
+    """The barrier names the program reaches, in order, repeats multiplied out, of one scope
+    (``global:`` names or the others); a generator."""
+    for op in program:
+        if op["op"] == "repeat":
+            if op["count"] and _barrier_counts(op["body"]):
+                for _ in range(op["count"]):
+                    yield from _barrier_seq(op["body"], scope)
+        elif op["op"] == "barrier" and op["name"].startswith("global:") == scope:
+            yield op["name"]
+
+
+def _check_barriers(workload, source):
+    """Every thread that meets at a barrier reaches it as often as the others, and the
+    barriers of one scope in the same order (each use is a meeting of all the process's
+    threads, of every process's for a ``global:`` name): otherwise some can never be met."""
+    procs = workload.get("processes") or [workload]
+    everyone = []
+    for j, p in enumerate(procs):
+        who = [(f"{p['name']}/" if workload.get("processes") else "")
+               + (t if t is not None else "main") for t, _ in threads_of(p)]
+        counts = [_barrier_counts(prog) for _, prog in threads_of(p)]
+        everyone += list(zip(who, counts))
+        local = [(w, {k: v for k, v in c.items() if not k.startswith("global:")})
+                 for w, c in zip(who, counts)]
+        _same_counts(local, source, "the process's threads")
+        _same_order([(w, _barrier_seq(prog, False)) for w, (_, prog) in
+                     zip(who, threads_of(p))], source)
+    global_ = [(w, {k: v for k, v in c.items() if k.startswith("global:")})
+               for w, c in everyone]
+    _same_counts(global_, source, "every process's threads")
+    _same_order([(w, _barrier_seq(prog, True)) for w, (_, prog) in
+                 zip([w for w, _ in everyone],
+                     [tp for p in procs for tp in threads_of(p)])], source)
+
+
+def _same_order(seqs, source):
+    """The threads' barrier sequences (of equal counts) are the same, in lockstep."""
+    if len(seqs) < 2:
+        return
+    for n, names in enumerate(zip(*(s for _, s in seqs)), start=1):
+        if len(set(names)) > 1:
+            b, y = seqs[0][0], names[0]
+            a, x = next((w, nm) for (w, _), nm in zip(seqs, names) if nm != y)
+            raise WorkloadError(f"{source}: at its barrier use {_fmt(n)}, thread {a!r} waits "
+                                f"at barrier {x!r} and thread {b!r} at {y!r}: neither can "
+                                f"ever be met")
+
+
+def _same_counts(counts, source, whom):
+    names = sorted({k for _, c in counts for k in c})
+    for name in names:
+        seen = [(c.get(name, 0), w) for w, c in counts]
+        (lo, a), (hi, b) = min(seen), max(seen)
+        if lo != hi:
+            raise WorkloadError(f"{source}: barrier {name!r} is reached {_fmt(hi)} times by "
+                                f"thread {b!r} and {_fmt(lo)} by thread {a!r}: each use is a "
+                                f"meeting of {whom}, so it can never be met")
 
 
 #: processes a workload may run on the GPU at once (the front end's TSGs)

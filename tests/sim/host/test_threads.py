@@ -174,3 +174,23 @@ def test_calls_of_two_threads_on_one_stream_keep_their_order(params, case):
     a = [r for r in records if r["kind"] == "runtime" and r.get("tid") == "a"]
     b = [r for r in records if r["kind"] == "runtime" and r.get("tid") == "b"]
     assert b[-1]["end"] > a[-1]["end"]
+
+
+def test_barriers_that_can_never_be_met_are_refused_before_the_run():
+    bar = lambda name: {"op": "barrier", "name": name}
+    with pytest.raises(WorkloadError, match=r"barrier 'x' is reached 3 times by thread 'a' "
+                                            r"and 2 by thread 'b'.*can never be met"):
+        threaded([{"name": "a", "program": [{"op": "repeat", "count": 3, "body": [bar("x")]}]},
+                  {"name": "b", "program": [bar("x"), bar("x")]}])
+    with pytest.raises(WorkloadError, match=r"at its barrier use 2, thread 'b' waits at "
+                                            r"barrier 'y' and thread 'a' at 'z'"):
+        threaded([{"name": "a", "program": [bar("x"), bar("z"), bar("y")]},
+                  {"name": "b", "program": [bar("x"), bar("y"), bar("z")]}])
+    # global barriers meet every process's threads: counted across processes
+    proc = lambda name, prog: {"name": name, "program": prog}
+    with pytest.raises(WorkloadError, match=r"barrier 'global:g' is reached 2 times by "
+                                            r"thread 'p1/main' and 1 by thread 'p0/main'"):
+        parse_workload({"processes": [proc("p0", [bar("global:g")]),
+                                      proc("p1", [bar("global:g"), bar("global:g")])]})
+    parse_workload({"processes": [proc("p0", [bar("global:g"), bar("own")]),
+                                  proc("p1", [bar("global:g")])]})
