@@ -418,12 +418,27 @@ def _bug_programs():
             {"op": "memcpy_async", "stream": "s0", "kind": "d2h", "bytes": 4},
             {"op": "memcpy_async", "stream": "s0", "kind": "h2d", "bytes": 4},
             {"op": "device_synchronize"}]}),
+        # one channel (max_connections 1) for streams a and b: graph g launched on a while
+        # b's k1 runs, a copy on a behind it, k2 on b. Everything runs, but the graph
+        # launch's release of a's tracking semaphore (a RELEASE_WFI on the shared channel)
+        # waits for k1 to end, after the copy (on a copy channel) has released the next
+        # value: the semaphore goes back and device_synchronize waits for ever
+        "false-deadlock-shared-channel": ("model-error:Deadlock", {
+            "max_connections": 1, "program": [
+                {"op": "stream_create", "name": "a"}, {"op": "stream_create", "name": "b"},
+                {"op": "stream_begin_capture", "stream": "a"}, kern("a", "kg", 1632),
+                {"op": "stream_end_capture", "stream": "a", "graph": "g"},
+                {"op": "graph_instantiate", "graph": "g"}, kern("b", "k1", 20_000),
+                {"op": "graph_launch", "graph": "g", "stream": "a"},
+                {"op": "memcpy_async", "stream": "a", "kind": "d2h", "bytes": 4},
+                kern("b", "k2", 20_000), {"op": "device_synchronize"}]}),
     }
 
 
 KNOWN_BUGS = sorted(_bug_programs())
 #: (the ones that hang on a race of the model's timing may move with its parameters)
-TIMING = ("pdl-after-kernel-race", "false-deadlock-graph-launches", "false-deadlock-one-stream")
+TIMING = ("pdl-after-kernel-race", "false-deadlock-graph-launches",
+          "false-deadlock-one-stream", "false-deadlock-shared-channel")
 
 
 @pytest.mark.parametrize("bug", [
