@@ -9,25 +9,11 @@ import pathlib
 import pytest
 
 from gpufe.sim.analysis import hb_reference as hb
+from gpufe.sim.host.records import RUNTIME_NAMES as NAMES   # the names a timeline carries
 from gpufe.sim.host.workload import parse_workload
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
-NAMES = {"launch_kernel": "cudaLaunchKernel_v7000",
-         "launch_kernel_ex": "cudaLaunchKernelExC_v11060",
-         "memcpy_async": "cudaMemcpyAsync_v3020", "event_record": "cudaEventRecord_v3020",
-         "stream_wait_event": "cudaStreamWaitEvent_v3020",
-         "stream_synchronize": "cudaStreamSynchronize_v3020",
-         "event_synchronize": "cudaEventSynchronize_v3020",
-         "device_synchronize": "cudaDeviceSynchronize_v3020",
-         "stream_create": "cudaStreamCreateWithPriority_v5050",
-         "event_create": "cudaEventCreateWithFlags_v3020",
-         "stream_begin_capture": "cudaStreamBeginCapture_v10000",
-         "stream_end_capture": "cudaStreamEndCapture_v10000",
-         "graph_instantiate": "cudaGraphInstantiate_v12000",
-         "graph_launch": "cudaGraphLaunch_v10000",
-         "graph_exec_set_params": "cudaGraphExecKernelNodeSetParams_v10010",
-         "graph_upload": "cudaGraphUpload_v11010"}
 
 
 class Timeline:
