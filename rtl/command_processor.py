@@ -394,7 +394,8 @@ class CommandProcessor(wiring.Component):
             rel.payload.index.eq(sp_index),
             rel.payload.kind.eq(Mux(sem.operation == SemOp.RELEASE, ReleaseKind.SET,
                                     Mux(sem.reduction == Reduction.IADD, ReleaseKind.ADD,
-                                        ReleaseKind.INC))),
+                                        Mux(sem.reduction == Reduction.IMAX, ReleaseKind.MAX,
+                                            ReleaseKind.INC)))),
             acq.payload.channel.eq(chan), acq.payload.index.eq(sp_index),
             acq.payload.value.eq(ctx.payload[:32]), acq.payload.op.eq(sem.operation),
         ]
@@ -477,11 +478,12 @@ class CommandProcessor(wiring.Component):
                         is_reduction = op == SemOp.REDUCTION
                         is_acquire = ((op == SemOp.ACQUIRE) | (op == SemOp.ACQ_STRICT_GEQ)
                                       | (op == SemOp.ACQ_CIRC_GEQ))
+                        is_max = sem.reduction == Reduction.IMAX
                         red_ok = ((sem.reduction == Reduction.IADD)
-                                  | (sem.reduction == Reduction.INC))
+                                  | (sem.reduction == Reduction.INC) | is_max)
                         with m.If(~is_release & ~is_acquire & ~(is_reduction & red_ok)):
                             fail(ErrorCause.ILLEGAL_SEM_OP)
-                        with m.Elif(~is_release & ~in_window):
+                        with m.Elif(~is_release & ~(is_reduction & is_max) & ~in_window):
                             fail(ErrorCause.SEM_ADDRESS)
                         with m.Elif(is_acquire):
                             m.d.comb += [acq.valid.eq(1), done.eq(1)]

@@ -130,7 +130,7 @@ class SemOp(enum.Enum, shape=3):
     ACQ_CIRC_GEQ = 3       # wait until value >= payload (wrap-safe: (value - payload) as signed >= 0)
     ACQ_AND = 4            # not implemented by the model
     ACQ_NOR = 5            # not implemented by the model
-    REDUCTION = 6          # only IADD and INC, and only on syncpoint counters (model:)
+    REDUCTION = 6          # model: IADD and INC on syncpoint counters, IMAX on either
     _RESERVED = 7
 
 
@@ -445,7 +445,9 @@ def dma_read_response_layout(cfg, tag_bits=None):
                               "error": 1})
 
 
-DmaWrite = data.StructLayout({"address": ADDR_BITS, "data": 64, "wide": 1})
+#: a write to host memory; ``imax``: a reduction, memory = max(memory, data) as signed
+#: integers (SEM_EXECUTE REDUCTION IMAX, done where the memory is, as an atomic)
+DmaWrite = data.StructLayout({"address": ADDR_BITS, "data": 64, "wide": 1, "imax": 1})
 
 
 #: a graph node's dispatch from a device-launched run: ``dwalk`` from the device-launch

@@ -21,10 +21,11 @@ __all__ = ["SyncpointUnit", "ReleaseKind", "FireState", "release_layout", "acqui
 
 
 class ReleaseKind(enum.Enum, shape=2):
-    """What a release does to its counter (host memory releases are always ``SET``)."""
+    """What a release does to its counter or its host memory (``SET`` or ``MAX`` there)."""
     SET = 0        # counter or host memory = payload
     ADD = 1        # counter += payload (REDUCTION IADD)
     INC = 2        # counter += 1 (REDUCTION INC; the model ignores INC's wrap limit)
+    MAX = 3        # counter or host memory = max(it, payload) (REDUCTION IMAX, signed)
 
 
 class FireState(enum.Enum, shape=2):
@@ -99,7 +100,9 @@ class SyncpointUnit(wiring.Component):
     channel parked on no PBDMA has its acquire state in its context in memory: after a change,
     the poller re-checks each one parked then, one at a time, ``acquire_poll`` ns each (the
     read back), round robin from the one after the last polled. So the more channels wait
-    off the PBDMAs, the later, on average, the one whose semaphore was released wakes.
+    off the PBDMAs, the later, on average, the one whose semaphore was released wakes. A
+    channel due for a poll stays due when the runlist puts it on a PBDMA before its turn (the
+    scan of that change is past): it is still polled, not lost between the two.
 
     Timing: a release whose wait is over writes its counter at the next clock edge (one release
     fires at a time, the lowest pool entry first); a host-memory release offers its first write
@@ -370,6 +373,9 @@ class SyncpointUnit(wiring.Component):
                 m.d.comb += p_new.eq(p_counter + p.payload[:32])
             with m.Case(ReleaseKind.INC):
                 m.d.comb += p_new.eq(p_counter + 1)
+            with m.Case(ReleaseKind.MAX):
+                m.d.comb += p_new.eq(Mux(p_counter.as_signed() < p.payload[:32].as_signed(),
+                                         p.payload[:32], p_counter))
         wr = self.dma_write
         counter_changed = Signal()
         hold_until = Signal(64)
@@ -410,13 +416,15 @@ class SyncpointUnit(wiring.Component):
                     with m.Else():
                         m.d.sync += [cur.eq(pick), fstate.eq(FireState.PAYLOAD), wr.valid.eq(1),
                                      wr.payload.address.eq(p.address),
-                                     wr.payload.data.eq(p.payload), wr.payload.wide.eq(p.wide)]
+                                     wr.payload.data.eq(p.payload), wr.payload.wide.eq(p.wide),
+                                     wr.payload.imax.eq(p.kind == ReleaseKind.MAX)]
             with m.Case(FireState.PAYLOAD):
                 with m.If(wr.ready):
                     with m.If(r.timestamp):
                         m.d.sync += [fstate.eq(FireState.TIMESTAMP),
                                      wr.payload.address.eq(r.address + 8),
-                                     wr.payload.data.eq(self.now), wr.payload.wide.eq(1)]
+                                     wr.payload.data.eq(self.now), wr.payload.wide.eq(1),
+                                     wr.payload.imax.eq(0)]
                     with m.Else():
                         m.d.sync += [fstate.eq(FireState.IDLE), wr.valid.eq(0)]
                         retire(cur, r.channel)
@@ -464,7 +472,9 @@ class SyncpointUnit(wiring.Component):
         with m.If(counter_changed):
             to_poll_bits.set_mask(off_pbdma)
         m.submodules.poll_order = poll_rr = PriorityRoundRobin(n)
-        m.d.comb += poll_rr.requests.eq(to_poll & off_pbdma)
+        # (every channel due and still parked, on a PBDMA by now or not: one bound since the
+        # change was not among the channels that change's scan re-checks)
+        m.d.comb += poll_rr.requests.eq(to_poll & parked)
         polling = Signal()
         poll_chan = Signal(cfg.chan_bits)
         poll_until = Signal(64)

@@ -39,7 +39,7 @@ import heapq
 
 import numpy as np
 
-from gpufe.sim.cosim.engines import ComputeRules
+from gpufe.sim.cosim.engines import ComputeRules, Waiting
 from gpufe.sim.cosim.events import ps
 
 _INF = 1 << 62
@@ -250,7 +250,7 @@ class ComputeEngine(ComputeRules):
             self.fb[sm] += 1
             if k.saved is None:
                 k.saved = []
-            k.saved.append(end - now)
+            k.saved.append(self._saved(k, end, now))
             k._pending += 1
             counts.setdefault(id(k), [k, 0])[1] += 1
             if k not in self.waiting:
@@ -632,8 +632,13 @@ class ComputeEngine(ComputeRules):
         tokens = [self._token + 1] if n == 1 else self._token + 1 + self._arange_n(n)
         self._token += n
         last = int(times[-1])
-        if plan.resumed:
-            duration = k.saved.pop(0)
+        saved = k.saved.pop(0) if plan.resumed else None
+        if isinstance(saved, Waiting):
+            # back in its dependency wait, as a block placed now with what is left of its
+            # prologue (its lead: block 0's device-side call's place)
+            self._start_blocks(k, times, sms, tokens, saved.prologue_ps - k.prologue_ps)
+        elif plan.resumed:
+            duration = saved
             end = x + duration
             self._add_run(k, np.array([end], np.int64), np.array([x], np.int64), sms, tokens)
             # timed again, as the reference does
@@ -660,7 +665,9 @@ class ComputeEngine(ComputeRules):
 
     def _start_blocks(self, k, times, sms, tokens, call):
         """Blocks of ``k`` placed at ``times``: they run (their ends known), or wait in
-        cudaGridDependencySynchronize for their primary's exit."""
+        cudaGridDependencySynchronize for their primary's exit. ``call``: ps added to block
+        0's lead to its wait (its device-side launch call; for a block resumed in its wait,
+        the prologue it has left less the whole prologue)."""
         if k.primary is None and k.prologue_ps == 0 and len(times) == 1:
             # one block (most kernels' only one), in Python integers: no arrays to build
             t0 = int(times[0])

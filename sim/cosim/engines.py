@@ -119,7 +119,8 @@ class Kernel:
     launch: dict = None         # its decoded descriptor (and graph launch): the activity record
     dispatched: int = None      # ns, when the front end dispatched it
     tsg: int = 0                # the context (process) it belongs to
-    saved: list = None          # ps left of each of its blocks preempted by a context switch
+    saved: list = None          # each of its blocks preempted by a context switch: ps left,
+    #                             or Waiting (in its dependency wait: ComputeRules._saved)
     # PDL (ps): each block's trigger after its start (None: as it exits), its prologue
     trigger_ps: int = None
     prologue_ps: int = 0
@@ -158,6 +159,13 @@ class Kernel:
         return self.pdl or self.trigger_ps is not None or self.prologue_ps > 0
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """A preempted block of a PDL kernel whose code had not begun: the prologue it has left
+    (ps) before its dependency wait, which it takes again as it resumes."""
+    prologue_ps: int
+
+
 class ComputeRules:
     """What both compute engines share: a kernel's launch (its latency, its PDL primary), the
     choice of the next kernel to place, block 0's device-side launch call and a kernel's
@@ -181,7 +189,7 @@ class ComputeRules:
         self._token = 0
         self._primaries = {}                 # primary key -> live kernel (PDL)
         self.on_device_launch = None         # on_device_launch(kernel): its call returned
-        self._calls_left = {}                # descriptor -> (host launch, launches left)
+        self._calls_left = {}                # (graph, node) -> (host launch, launches left)
 
     def _launching(self, kernel):
         """Called first by :meth:`launch` (the aggregate engine catches up)."""
@@ -249,11 +257,14 @@ class ComputeRules:
         # counted per host launch (its correlation id, which device-launched runs carry)
         corr = k.launch["correlation_id"]
         left = count
+        # per node of its graph, not per descriptor: an update between the runs of a tail
+        # chain gives the node a new descriptor, and the chain goes on counting
+        node = (k.launch["graph_id"], k.key[2])
         if k.tail_run:
-            last = self._calls_left.get(k.descriptor)
+            last = self._calls_left.get(node)
             if last is not None and last[0] == corr:
                 left = last[1]
-        self._calls_left[k.descriptor] = (corr, max(left - 1, 0))
+        self._calls_left[node] = (corr, max(left - 1, 0))
         if left == 0:
             return 0
         call = self.p.tail_launch_call_ns if tail else self.p.device_launch_call_ns
@@ -282,6 +293,8 @@ class ComputeRules:
         they resume; a trigger or exit still to come is not known any more (the dependents
         it released are held again)."""
         k._timed -= count
+        if k.sync is not None and k.sync > now:
+            k.sync = None                    # stamped again as its blocks are timed again
         if k.trigger_at is not None and k.trigger_at > now:
             k._pdl_epoch += 1
             k.dependents = (k._released or []) + (k.dependents or [])
@@ -289,6 +302,19 @@ class ComputeRules:
             k.trigger_at = None
         if k.exit_at is not None and k.exit_at > now:
             k.exit_at = None
+
+    def _saved(self, k, end, now):
+        """What a block of ``k`` preempted at ``now`` (its end due at ``end``) keeps: the ps it
+        has left; or, for a PDL kernel's block whose code had not begun (in its prologue or
+        its dependency wait), :class:`Waiting` with the prologue left (the time to its code,
+        at most the prologue): it resumes in its wait, against its primary's exit as known
+        then (the primary, of the same stream and context, was switched out too, and exits
+        later than the wait had been timed for)."""
+        if k.primary is not None:
+            code = end - ps(self.p.block_overhead_ns) - ps(k.block_ns)
+            if code > now:
+                return Waiting(min(code - now, k.prologue_ps))
+        return end - now
 
     def _finish(self, k):
         """``k`` completes now: its completion goes out."""
@@ -348,7 +374,7 @@ class BlockComputeEngine(ComputeRules):
             self.free_blocks[sm] += 1
             if k.saved is None:
                 k.saved = []
-            k.saved.append(end - now)
+            k.saved.append(self._saved(k, end, now))
             taken.setdefault(id(k), [k, 0])[1] += 1
             if k not in self.waiting:
                 self.waiting.append(k)
@@ -377,8 +403,11 @@ class BlockComputeEngine(ComputeRules):
         self.free_blocks[sm] -= 1
         resumed = bool(k.saved)
         call = 0
+        lead = None                          # ps from its placement to its dependency wait
         if resumed:
             duration = k.saved.pop(0)       # a preempted block resumes where it stopped
+            if isinstance(duration, Waiting):
+                resumed, lead = False, duration.prologue_ps
         else:
             if k.placed == 0:
                 k.start = now
@@ -389,6 +418,8 @@ class BlockComputeEngine(ComputeRules):
                     call = self._device_launch_call(k, now)
             k.placed += 1
             duration = ps(k.block_ns + self.p.block_overhead_ns) + call
+        if lead is None:
+            lead = k.prologue_ps + call
         if k.placed == k.blocks and not k.saved:
             self.waiting.remove(k)
         self._token += 1
@@ -406,17 +437,17 @@ class BlockComputeEngine(ComputeRules):
             self._live[token] = (k, sm, None)
             if k.primary.gds_waiting is None:
                 k.primary.gds_waiting = []
-            k.primary.gds_waiting.append((k, sm, token, now, call))
+            k.primary.gds_waiting.append((k, sm, token, now, lead))
         else:
-            self._run_block(k, sm, token, now, call)
+            self._run_block(k, sm, token, now, lead)
         self.dispatcher_free = now + ps(self.p.block_dispatch_ns)
         self._schedule()
 
-    def _run_block(self, k, sm, token, placed, call=0):
+    def _run_block(self, k, sm, token, placed, lead):
         """A block of a PDL kernel (or one with a prologue), placed at ``placed``: its code
-        from the prologue on (after block 0's device-side launch call, ``call`` ps), once the
-        primary's exit is known."""
-        synced = placed + k.prologue_ps + call
+        from its dependency wait on, ``lead`` ps after it is placed (its prologue, and block
+        0's device-side launch call), once the primary's exit is known."""
+        synced = placed + lead
         if k.primary is not None:
             synced = max(synced, k.primary.exit_at + ps(self.pdl_flush_ns))
         code_end = synced + ps(k.block_ns)
@@ -440,9 +471,9 @@ class BlockComputeEngine(ComputeRules):
             return
         k.trigger_at, k.exit_at = k._trig_max, k._exit_max
         self._release_dependents(k, self.ev.at)
-        for d, sm, token, placed_at, call in k.gds_waiting or ():
+        for d, sm, token, placed_at, lead in k.gds_waiting or ():
             if token in self._live:
-                self._run_block(d, sm, token, placed_at, call)
+                self._run_block(d, sm, token, placed_at, lead)
         k.gds_waiting = None
 
     def _block_done(self, k, sm, token):

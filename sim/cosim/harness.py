@@ -221,7 +221,9 @@ class CoSim:
 
     # -- host memory writes from the device --------------------------------------------------------
 
-    def _host_write(self, address, data, wide):
+    def _host_write(self, address, data, wide, imax=False):
+        if imax:
+            data = self.mem.max64(address, data, wide)
         self.mem.write64(address, data, wide)
         self.poke_cpu()
 
@@ -238,10 +240,10 @@ class CoSim:
         self._completion("compute_done", kernel.key, kernel.release)
         if kernel.release is not None and kernel.release[0] in self._tracking:
             # written as the completion reaches the front end (its next cycle), as the
-            # front end's own writes are
+            # front end's own writes are; a reduction IMAX, as every tracking release
             self.ev.at(self._cycle_of(self.ev.now) * self.cycle_ps + self._visible_ps,
                        self._host_write, self._tracking[kernel.release[0]],
-                       kernel.release[1], False)
+                       kernel.release[1], False, True)
         if self.activity is not None:
             self.activity.done(kernel)
 
@@ -338,7 +340,7 @@ class CoSim:
             if hook is not None:
                 hook(w.data, t // 1000)
             self.ev.at(t + self._visible_ps, self._host_write,
-                       w.address, w.data, w.wide)
+                       w.address, w.data, w.wide, w.imax)
         if "compute" in offers:
             # the engine reads the launch descriptor now, as it takes the launch: from here on
             # the driver may reuse its block

@@ -267,6 +267,12 @@ class PushBuffer:
         return self._semaphore(address, payload, sem_execute(
             SemOp.RELEASE, release_wfi=wfi, wide=wide, timestamp=timestamp))
 
+    def sem_release_max(self, address, payload, *, wfi=True):
+        """Raise the semaphore to ``payload`` (REDUCTION IMAX: never lower it) once earlier
+        work has completed (``wfi``)."""
+        return self._semaphore(address, payload, sem_execute(
+            SemOp.REDUCTION, release_wfi=wfi, reduction=Reduction.IMAX))
+
     def sem_increment(self, address, *, wfi=True):
         return self._semaphore(address, 0, sem_execute(SemOp.REDUCTION, release_wfi=wfi,
                                                        reduction=Reduction.INC))

@@ -335,7 +335,7 @@ def push_launch(cfg, pb, x, nodes, stream, release, writes=()):
         pb.immd(Method.GRAPH_LAUNCH, nodes)
     else:
         pb.incr(Method.GRAPH_LAUNCH, nodes)
-    pb.sem_release(stream.tracking, release[1], wfi=True)
+    pb.sem_release_max(stream.tracking, release[1], wfi=True)
 
 
 def queue_launch(umd, x, correlation_id, stream):

@@ -294,6 +294,14 @@ class Runtime:
         if self.threaded:
             yield from s.lock.acquire()
 
+    def _hold_op(self, s):
+        """Generator: :meth:`_hold`, for an op that is no kernel launch: once the lock is
+        held, the stream's latest op is no kernel launch (PDL). Marked under the lock, not as
+        the call begins: another thread's launch that holds the lock meanwhile marks it a
+        kernel again, and a PDL launch after this op would take the op for its primary."""
+        yield from self._hold(s)
+        s.after_kernel = False
+
     def _let_go(self, s):
         if self.threaded:
             s.lock.release()
@@ -365,13 +373,13 @@ class Runtime:
         if kind not in COPY_KINDS:
             raise ApiError(f"memcpy kind {kind!r}: one of {sorted(COPY_KINDS)}")
         s = self._stream(stream)
-        s.after_kernel = False          # PDL: the latest op is no kernel launch
         if s.capture is not None:
+            s.after_kernel = False      # PDL: the latest op is no kernel launch
             yield from self._capture_node(s, "memcpy_async", GraphNodeSpec(
                 "copy", frozenset(), name=f"memcpy {kind}", copy_kind=kind, nbytes=nbytes))
             return
         start, corr = self.now(), self.timeline.correlation_id()
-        yield from self._hold(s)
+        yield from self._hold_op(s)
         ch = self.umd.copy_channel(kind, s)
         dst = self.umd.device_alloc(nbytes)
         desc = self.umd.take_descriptor()     # the copy engine gives it back once read
@@ -388,16 +396,16 @@ class Runtime:
 
     def event_record(self, event, stream):
         e, s = self._event(event), self._stream(stream)
-        s.after_kernel = False          # PDL: the latest op is no kernel launch
         start, corr = self.now(), self.timeline.correlation_id()
         if s.capture is not None:
             # inside a capture an event is a point in the graph, not a semaphore
             e.captured = (s.capture, frozenset(s.capture.frontier[s.name]))
+            s.after_kernel = False
             yield ("cpu", self.p.capture_call_cpu_ns)
             self._record("event_record", start, corr)
             return
         e.captured = None
-        yield from self._hold(s)
+        yield from self._hold_op(s)
         ch = s.channel
         s.host_value += 1
         done = (s.host_sem, s.host_value)
@@ -420,7 +428,6 @@ class Runtime:
 
     def stream_wait_event(self, stream, event):
         s, e = self._stream(stream), self._event(event)
-        s.after_kernel = False          # PDL: the latest op is no kernel launch
         start, corr = self.now(), self.timeline.correlation_id()
         if e.captured is not None:
             cap, nodes = e.captured
@@ -434,13 +441,14 @@ class Runtime:
             else:
                 raise CaptureError(f"stream {stream!r} is capturing another graph than event "
                                    f"{event!r} (cudaErrorStreamCaptureIsolation)")
+            s.after_kernel = False
             yield ("cpu", self.p.capture_call_cpu_ns)
             self._record("stream_wait_event", start, corr)
             return
         if s.capture is not None:
             raise CaptureError(f"stream {stream!r} is capturing and event {event!r} was not "
                                f"recorded in that capture (cudaErrorStreamCaptureIsolation)")
-        yield from self._hold(s)
+        yield from self._hold_op(s)
         if e.deps:
             pb = PushBuffer()
             for sp, value in sorted(e.deps.items()):
@@ -772,7 +780,6 @@ class Runtime:
         """One push-buffer entry that points at the instantiated graph, one doorbell; the
         launch's record in the graph's launch queue."""
         g, s = self._graph(graph), self._stream(stream)
-        s.after_kernel = False          # PDL: the latest op is no kernel launch
         if g.executable is None:
             raise ApiError(f"graph {graph!r} was not instantiated")
         if s.capture is not None:
@@ -780,7 +787,7 @@ class Runtime:
                                f"modelled (child graphs)")
         x = g.executable
         start, corr = self.now(), self.timeline.correlation_id()
-        yield from self._hold(s)
+        yield from self._hold_op(s)
         if not g.nodes:
             # an empty graph (CUDA captures one from a capture that issued no work): the call
             # costs its CPU time and gives the GPU nothing
@@ -822,13 +829,12 @@ class Runtime:
         points at the new table once the stream's earlier work is done (the device launches of
         launches queued before keep the old; those after take the new)."""
         g, s = self._graph(graph), self._stream(stream)
-        s.after_kernel = False          # PDL: the latest op is no kernel launch
         if s.capture is not None:
             raise CaptureError(f"graph_upload into capturing stream {stream!r} is not "
                                f"modelled")
         x = self._executable(graph)[1]
         start, corr = self.now(), self.timeline.correlation_id()
-        yield from self._hold(s)
+        yield from self._hold_op(s)
         changed = len(x.changed)
         writes = apply_changes(self.umd, x, self._kernel_id)
         size = len(x.descriptors)
@@ -845,6 +851,15 @@ class Runtime:
                 pb.sem_release(address, word, wfi=False)
             release_stream(self.cfg, pb, s, ch)
             yield from self.umd.submit(ch, pb)
+        elif x.last_launch is not None and x.last_launch[0] != s.syncpoint:
+            # nothing to write, but the upload is still ordered behind the graph's earlier
+            # launch (on another stream), and the stream's later work behind the upload: an
+            # acquire, as a stream_wait_event of that launch is
+            sp, value = x.last_launch
+            pb = PushBuffer()
+            acquire(self.cfg, pb, sp, value)
+            s.waits[sp] = max(s.waits.get(sp, 0), value)
+            yield from self.umd.submit(s.channel, pb)
         self._let_go(s)
         self._record("graph_upload", start, corr)
 

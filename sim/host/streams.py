@@ -16,7 +16,10 @@
 - Every piece of a stream's work also reaches the stream's tracking semaphore in host memory
   (a kernel's as a QMD's second release; a copy's, event record's or graph launch's as a
   RELEASE_WFI just before its syncpoint's, so that the stream's next work, which waits for
-  the syncpoint, cannot write it first): a host wait polls it. One whose stream has waited
+  the syncpoint, cannot write it first): a host wait polls it. Each is a reduction IMAX,
+  which never lowers it: a RELEASE_WFI on a channel that other streams share waits for
+  their work too, and the stream's next work (a copy on another channel, a kernel whose QMD
+  release goes out at its end) may have raised it meanwhile. One whose stream has waited
   for an event since its latest work pushes a release of the stream's host semaphore behind
   the stream (a fence), and polls that.
 """
@@ -114,7 +117,7 @@ def release_stream(cfg, pb, stream, ch):
     stream.after_graph = False
     # the tracking semaphore first: the stream's next work, perhaps on another channel, waits
     # for the syncpoint, so its own tracking release cannot land before this one
-    pb.sem_release(stream.tracking, stream.work, wfi=True)
+    pb.sem_release_max(stream.tracking, stream.work, wfi=True)
     pb.sem_release(syncpoint_address(cfg, stream.syncpoint), stream.work, wfi=False)
 
 

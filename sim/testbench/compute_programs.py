@@ -91,7 +91,7 @@ def _kernel(spec):
                priority=spec["priority"], release=spec["release"],
                trigger_ps=spec.get("trigger_ps"), prologue_ps=spec.get("prologue_ps", 0),
                dgl=spec.get("dgl"), descriptor=0x100 * (spec["order"] + 1),
-               launch={"correlation_id": spec["order"]})
+               launch={"correlation_id": spec["order"], "graph_id": spec["order"] + 1})
     k.tsg = spec["tsg"]
     return k
 

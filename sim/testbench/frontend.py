@@ -71,7 +71,7 @@ class FrontEndBench:
         self._reads = deque()           # (ready_cycle, address, count, tag)
         self._engine = []               # heap of (done_cycle, order, kind, channel, seq)
         self._device_launches = deque()  # (cycle, payload) device-side graph launches
-        self._calls_left = {}           # descriptor -> device-side launches left
+        self._calls_left = {}           # (graph, node) -> device-side launches left
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-9)
         self._requests = deque()
@@ -309,7 +309,7 @@ class FrontEndBench:
         makes one (as :class:`~gpufe.sim.cosim.compute.ComputeEngine` counts them)."""
         if not desc["device_runtime"] or not desc["dgl_count"]:
             return
-        key = rec["descriptor"]
+        key = (desc["graph_id"], rec["node"])      # (a node's, whatever its descriptor)
         left = self._calls_left.get(key, desc["dgl_count"]) if rec["tail"] else \
             desc["dgl_count"]
         self._calls_left[key] = max(left - 1, 0)

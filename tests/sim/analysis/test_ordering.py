@@ -555,36 +555,20 @@ def _fuzzer():
     return mod
 
 
-def known_model_bug(v):
-    """Whether a violation is one of the model bugs the extended fuzzer found (see
-    test_ordering_rules.KNOWN_BUGS, strict xfails there): a graph upload that does not order
-    its stream's later work behind the graph's previous launch; a PDL launch on a stream
-    shared by threads that another thread's call left looking like a kernel's dependent (it
-    is ordered behind nothing); a PDL dependent's dependency wait across a time slice; the
-    device-side launches of a device graph whose version changes while a tail chain of it
-    runs (its runs count their calls afresh)."""
-    return (v.get("origin", v["rule"]) == "graph-upload"
-            or ("threads" in v["families"] and v.get("later_pdl"))
-            or (v["rule"] == "programmatic" and v["class"].endswith(":sync")
-                and "processes" in v["families"])
-            or (v["class"] == "missing-work" and v.get("versions", 1) > 1))
-
-
 def test_200_random_programs_keep_every_ordering():
     """200 programs of the generator (single programs, threads, processes; every op), through
-    the model and the reference: no violation but the known model bugs', no failed run."""
+    the model and the reference: no violation, no failed run."""
     from gpufe.sim.params import load
     fz = _fuzzer()
     params = load("h200")
     programs = calls = checked = 0
-    other, known, families = {}, {}, {}
+    other, families = {}, {}
     for i in range(200):
         w = generate(f"14.{i}")
         classes, violations, n = fz.run_one(w, params, "compiled", families=families)
         programs, calls, checked = programs + 1, calls + fz.calls_of(w), checked + n
         for v in violations or classes.values():
-            (known if v["rule"] != "model-error" and known_model_bug(v) else other
-             ).setdefault(v["class"], (f"14.{i}", v["message"]))
+            other.setdefault(v["class"], (f"14.{i}", v["message"]))
     assert checked > calls
     # every family's orderings are checked
     assert all(families.get(f, [0])[0] > 0 for f in hb.FAMILIES if f != "mapping"), families

@@ -279,7 +279,7 @@ def test_device_graph_versions_on_the_models_run():
     assert "params:graph-kernel:updated" in classes(check(w, records)[0])
 
 
-# -- model bugs the extended fuzzer found --------------------------------------------------------
+# -- model bugs the extended fuzzer found (issue 41), fixed ------------------------------------
 
 
 def _bug_programs():
@@ -294,7 +294,8 @@ def _bug_programs():
         # cudaGraphUpload is "ordered behind ... any previous launches of graphExec" (and the
         # stream's later work behind it): the model pushes nothing for a graph that is not
         # instantiated for device launch (or has no update to write), so the copy after the
-        # upload starts while the graph launched on stream c still runs
+        # upload starts while the graph launched on stream c still runs (fixed: an upload
+        # with nothing to write acquires the graph's previous launch on its stream)
         "graph-upload-ordering": ("graph-upload:graph-kernel->copy", {"program": [
             {"op": "stream_create", "name": "c"}, {"op": "stream_create", "name": "b"},
             *capture, {"op": "graph_launch", "graph": "g", "stream": "c"},
@@ -304,7 +305,8 @@ def _bug_programs():
         # (after_kernel) as it begins, before it has sh's lock; thread B's launches, which
         # hold the lock meanwhile, mark it "kernel" again; so B's PDL launch after A's graph
         # launch names the graph's release as its primary, which no kernel has: it is held
-        # behind nothing and starts while the graph runs
+        # behind nothing and starts while the graph runs (fixed: an op marks the stream
+        # under its lock, Runtime._hold_op)
         "pdl-after-kernel-race": ("graph-in-stream:graph-kernel->kernel", {"threads": [
             {"name": "main", "program": [
                 {"op": "stream_create", "name": "sh"}, {"op": "stream_create", "name": "c"},
@@ -320,6 +322,8 @@ def _bug_programs():
         # a PDL chain of process p switched out (for q's kernel) while k2 runs: k2's exit
         # moves by the time p was out (289 us), k3's record keeps the dependency wait
         # computed before the switch (its blocks resume consistently: its end moves too)
+        # (fixed: a block preempted before its code began resumes in its dependency wait,
+        # engines.Waiting)
         "pdl-sync-across-time-slices": ("programmatic:kernel->kernel:sync", {"processes": [
             {"name": "p", "program": [
                 {"op": "stream_create", "name": "s"}, kern("s", "k1", 600_000),
@@ -330,7 +334,7 @@ def _bug_programs():
         # device graph d tail-launches itself 3 times ("a tail launch's run goes on
         # counting": 4 runs of kd each launch of l), updated and uploaded on stream u while
         # the chain runs on s: the runs after the upload landed count their calls afresh
-        # (6 runs: 2 of 3 us, 4 of 20 us)
+        # (6 runs: 2 of 3 us, 4 of 20 us) (fixed: counted per node, not per descriptor)
         "device-launch-count-restarts": ("missing-work", {"program": [
             {"op": "stream_create", "name": "s"}, {"op": "stream_create", "name": "u"},
             {"op": "stream_begin_capture", "stream": "s"},
@@ -354,6 +358,7 @@ def _bug_programs():
         # for by s4: the third launch (on s1) never starts, nor what follows it, and
         # stream_synchronize(s4) deadlocks ("the GPU is idle and nothing else is due");
         # with max_connections other than 6, s9's priority 0 or e2 without timing it runs
+        # (fixed with the next one: the syncpoint unit's lost wake-up)
         "false-deadlock-graph-launches": ("model-error:Deadlock", {"max_connections": 6,
                                                                    "program": [
             *[{"op": "stream_create", "name": f"s{i}", "priority": -3 if i == 9 else 0}
@@ -389,6 +394,9 @@ def _bug_programs():
         # plain kernels behind it (two waits for an event never recorded, which push
         # nothing): after kp6 nothing runs (the d2h copy behind it never starts) and
         # device_synchronize deadlocks, whatever max_connections; without any one op it runs
+        # (fixed: a channel parked off the PBDMAs, due for a poll after a release, was bound
+        # to a PBDMA before its poll: neither the poller nor that release's scan re-checked
+        # it; the poller now polls it wherever it is)
         "false-deadlock-one-stream": ("model-error:Deadlock", {"program": [
             {"op": "stream_create", "name": "s0"},
             {"op": "event_create", "name": "e0", "timing": False},
@@ -408,7 +416,8 @@ def _bug_programs():
         # b's k1 runs, a copy on a behind it, k2 on b. Everything runs, but the graph
         # launch's release of a's tracking semaphore (a RELEASE_WFI on the shared channel)
         # waits for k1 to end, after the copy (on a copy channel) has released the next
-        # value: the semaphore goes back and device_synchronize waits for ever
+        # value: the semaphore goes back and device_synchronize waits for ever (fixed: every
+        # tracking release is a reduction IMAX, which never lowers it)
         "false-deadlock-shared-channel": ("model-error:Deadlock", {
             "max_connections": 1, "program": [
                 {"op": "stream_create", "name": "a"}, {"op": "stream_create", "name": "b"},
@@ -421,17 +430,9 @@ def _bug_programs():
     }
 
 
-KNOWN_BUGS = sorted(_bug_programs())
-#: (the ones that hang on a race of the model's timing may move with its parameters)
-TIMING = ("pdl-after-kernel-race", "false-deadlock-graph-launches",
-          "false-deadlock-one-stream", "false-deadlock-shared-channel")
-
-
-@pytest.mark.parametrize("bug", [
-    pytest.param(b, marks=pytest.mark.xfail(
-        strict=b not in TIMING, reason="a model bug found by the extended ordering fuzzer "
-        "(issue 41): the model breaks this ordering")) for b in KNOWN_BUGS])
-def test_known_model_bugs(bug):
+@pytest.mark.parametrize("bug", sorted(_bug_programs()))
+def test_the_bugs_the_fuzzer_found_stay_fixed(bug):
+    """Each program keeps the ordering the model once broke (or runs, for a false deadlock)."""
     cls, w = _bug_programs()[bug]
     w = parse_workload(dict(w, name=bug), bug)
     if "program" in w and w["program"]:
