@@ -512,3 +512,16 @@ def test_moving_the_cp_to_another_pbdma_takes_two_cycles():
     # the context held moves with the CP: PBDMA 0's until the load, then PBDMA 1's
     assert [hold for _, hold, _ in move.trace[t:t + 3]] == [0b01, 0b01, 0b10]
     assert [c for _, _, c in move.trace[t:t + 3]] == [2, 2, 6]
+
+
+def test_an_imax_reduction_may_reach_host_memory_other_reductions_only_counters():
+    # REDUCTION IMAX (a stream's tracking semaphore: never lowered) is a release of kind MAX
+    # to host memory; INC to host memory is refused, as before
+    h = Harness()
+    h.bind(0, 3, PushBuffer().sem_release_max(0x1000, 7))
+    h.bind(1, 5, PushBuffer().sem_increment(0x2000))
+    h.run(60)
+    assert [(r["channel"], r["address"], r["payload"], r["kind"], r["wfi"])
+            for r in h.releases] == [(3, 0x1000, 7, ReleaseKind.MAX, 1)]
+    assert h.states[3] == (ChannelState.IDLE, ErrorCause.NONE)
+    assert h.states[5] == (ChannelState.ERROR, ErrorCause.SEM_ADDRESS)

@@ -555,3 +555,58 @@ def test_the_poll_goes_round_robin_from_the_channel_after_the_last_polled():
     assert first == {1: 12, 4: None, 6: 34}
     # the second round starts after 4 (polled last, at channel 4's let-go): 6, then 1
     assert second == {1: 23, 4: None, 6: 12}
+
+
+def test_a_channel_put_on_a_pbdma_before_its_poll_is_still_polled():
+    # channels 6, 1, 4 parked on no PBDMA; the release makes 1 and 6 due for a poll; channel 6
+    # is bound to a PBDMA while channel 1 is polled: that change's scan is past, so the
+    # poller must still check it (it used to be dropped, parked for ever: a lost wake-up)
+    dut = SyncpointUnit(CFG)
+    woke = {}
+
+    async def tb(ctx):
+        now = 0
+        ctx.set(dut.acquire_poll, 10)
+        for c, value in ((6, 1), (1, 1), (4, 5)):
+            await stream_put(ctx, dut.acquire, {"channel": c, "index": 3, "value": value,
+                                                "op": SemOp.ACQ_STRICT_GEQ}, within=1)
+        await release(ctx, dut, channel=0, index=3, payload=1, wfi=0)
+        for edge in range(1, 100):
+            if edge == 3:
+                ctx.set(dut.resident, 1 << 6)
+            await ctx.tick()
+            now += 1
+            ctx.set(dut.now, now)
+            for c in (1, 4, 6):
+                if c not in woke and not ctx.get(dut.parked) >> c & 1:
+                    woke[c] = edge
+
+    run(dut, tb)
+    assert set(woke) == {1, 6}
+    assert woke[1] < woke[6] <= 40
+
+
+def test_a_max_reduction_never_lowers_a_counter_nor_host_memory():
+    dut = SyncpointUnit(CFG)
+    writes = []
+
+    async def tb(ctx):
+        await release(ctx, dut, index=2, kind=ReleaseKind.SET, payload=10, wfi=0)
+        await ctx.tick()
+        for payload in (5, 12):
+            await release(ctx, dut, index=2, kind=ReleaseKind.MAX, payload=payload, wfi=0)
+            await ctx.tick()
+            writes.append(ctx.get(dut.counter_data[2]))
+        # to host memory: the write carries imax, for the memory's atomic to apply
+        await release(ctx, dut, channel=1, index=0, address=0x4000, to_counter=0,
+                      kind=ReleaseKind.MAX, payload=3, wfi=0)
+        ctx.set(dut.dma_write.ready, 1)
+        for _ in range(5):
+            await ctx.tick()
+            if ctx.get(dut.dma_write.valid):
+                p = ctx.get(dut.dma_write.payload)
+                writes.append((p.address, p.data, p.imax))
+                break
+
+    run(dut, tb)
+    assert writes == [10, 12, (0x4000, 3, 1)]
