@@ -112,6 +112,11 @@ class GraphExec:
     changed: set = field(default_factory=set)
     # instantiated for device launch: its DeviceGraph record's address (else 0)
     handle: int = 0
+    # the streams in whose order the record was pointed at the current table (None: all of
+    # them, written at instantiation, ahead of any work): a host launch or upload in another
+    # stream points it again in its own order (CUDA's launch uploads the graph as needed),
+    # so that the device launches of its runs see this version
+    pointed_in: set = None
     # a kernel node's device-side launch as its descriptor holds it: node -> (tail?, count,
     # DeviceGraph address) or None
     device_launch_of: object = None
@@ -308,11 +313,29 @@ def apply_changes(umd, x, kernel_id):
     x.table = _write_table(umd.sim.mem, x.nodes, x.descriptors)
     x.device_runtime = holds_device_runtime(x.nodes)
     x.changed.clear()
+    x.pointed_in = set()
+    return handle_writes(x)
+
+
+def handle_writes(x):
+    """``[(address, dword)]`` that point the DeviceGraph record of ``x`` (if instantiated
+    for device launch) at its current table."""
     writes = []
     if x.handle:
         for name, value in (("table", x.table), ("nodes", len(x.descriptors))):
             offset, words = field_update(DeviceGraph, name, value)
             writes += [(x.handle + offset + 4 * k, w) for k, w in enumerate(words)]
+    return writes
+
+
+def writes_for(umd, x, kernel_id, stream):
+    """Before a host launch or upload of ``x`` on ``stream``: :func:`apply_changes`, or, for a
+    device graph whose record was pointed at the current table in other streams' order only,
+    the writes that point it again in this one's. Returns the writes to push."""
+    writes = apply_changes(umd, x, kernel_id)
+    if x.handle and x.pointed_in is not None and stream.name not in x.pointed_in:
+        writes = writes or handle_writes(x)
+        x.pointed_in.add(stream.name)
     return writes
 
 

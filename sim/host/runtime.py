@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from gpufe.rtl.layouts import COPY_KINDS, HOST_COPY_BUFFER, DESCRIPTOR_ALIGN
 from gpufe.sim.host.encode import PushBuffer, launch_descriptor, copy_descriptor
 from gpufe.sim.host.graphs import (GraphNodeSpec, Capture, Graph, instantiate, push_launch,
-                                   queue_launch, apply_changes, same_topology, table_nodes,
+                                   queue_launch, writes_for, same_topology, table_nodes,
                                    changed_nodes, update_refused)
 from gpufe.sim.host.kmd import Kmd
 from gpufe.sim.host.profiler import Profiler
@@ -797,7 +797,7 @@ class Runtime:
             return
         # nodes updated since the last launch: new descriptors and node table; a device
         # graph's record pointed at it in stream order, behind the stream's earlier work
-        writes = apply_changes(self.umd, x, self._kernel_id)
+        writes = writes_for(self.umd, x, self._kernel_id, s)
         ch = s.channel
         pb = PushBuffer()
         # (under CUPTI each launch waits for the one before: queued launches of a small
@@ -836,7 +836,7 @@ class Runtime:
         start, corr = self.now(), self.timeline.correlation_id()
         yield from self._hold_op(s)
         changed = len(x.changed)
-        writes = apply_changes(self.umd, x, self._kernel_id)
+        writes = writes_for(self.umd, x, self._kernel_id, s)
         size = len(x.descriptors)
         nodes = changed if x.uploaded else size
         x.uploaded = True

@@ -352,6 +352,24 @@ def _bug_programs():
             {"op": "host_sleep", "ns": 10_000},
             {"op": "graph_upload", "graph": "d", "stream": "u"},
             {"op": "device_synchronize"}]}),
+        # device graph d updated and uploaded on stream u behind a gate, then launched from
+        # the host on stream h: its run takes the new parameters (the launch's), but its
+        # tail launch read the device's record, which the upload's writes, still behind the
+        # gate, had not yet pointed at the new table (fixed: a host launch points the record
+        # in its own stream's order where the current version was pointed in others' only)
+        "device-graph-host-launch-after-upload": ("params:graph-kernel:updated", {"program": [
+            {"op": "stream_create", "name": "s"}, {"op": "stream_create", "name": "u"},
+            {"op": "stream_create", "name": "h"},
+            {"op": "stream_begin_capture", "stream": "s"}, kern("s", "k0", 3000),
+            kern("s", "k1", 1000,
+                 device_graph_launch={"graph": "d", "mode": "tail", "count": 1}),
+            {"op": "stream_end_capture", "stream": "s", "graph": "d"},
+            {"op": "graph_instantiate", "graph": "d", "device_launch": True},
+            kern("u", "gate", 200_000),
+            {"op": "graph_exec_set_params", "graph": "d", "nodes": "all", "block_ns": 20_000},
+            {"op": "graph_upload", "graph": "d", "stream": "u"},
+            {"op": "graph_launch", "graph": "d", "stream": "h"},
+            {"op": "device_synchronize"}]}),
         # a valid program of one thread: graph g1 (3 copies, 3 kernels across s9 and s5)
         # launched on s5, s4, s1 and s8 (each launch behind the one before), timing event e2
         # recorded on s3 (which shares its channel with s9, priority -3), then on s1, waited
