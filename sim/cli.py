@@ -276,6 +276,8 @@ def cmd_validate(args):
     check_outputs({"--json": args.json, "--plot": args.plot}, inputs=(args.params,))
     from gpufe.sim.params import apply_settings
     params = apply_settings(load(args.params), args.set)
+    if args.cv or args.family:
+        return _cross_validate(args, params)
     names = v.validation_names()
     if args.scenarios:
         unknown = sorted(set(args.scenarios) - set(names))
@@ -286,6 +288,28 @@ def cmd_validate(args):
     print(f"gpufe validate: {len(names)} scenarios, params {params.name}, backend "
           f"{args.backend}", file=sys.stderr)
     rows = v.validate(params, names, backend=args.backend,
+                      log=lambda m: print(m, file=sys.stderr))
+    print(v.format_table(rows))
+    if args.json:
+        v.write_json(rows, args.json)
+    if args.plot:
+        v.plot(rows, args.plot)
+    return 0
+
+
+def _cross_validate(args, params):
+    from gpufe.sim.analysis import validate as v
+    from gpufe.sim.analysis import crossval as cv
+    if args.scenarios:
+        raise UsageError("--cv predicts each family's left-out sizes: it takes --family, "
+                         "not --scenarios")
+    try:
+        families = [cv.family(f) for f in args.family] if args.family else None
+    except KeyError as e:
+        raise UsageError(e.args[0])
+    print(f"gpufe validate --cv: {len(families or cv.FAMILIES)} families, params "
+          f"{params.name}, backend {args.backend}", file=sys.stderr)
+    rows = cv.cv_rows(params, families, backend=args.backend,
                       log=lambda m: print(m, file=sys.stderr))
     print(v.format_table(rows))
     if args.json:
@@ -529,6 +553,11 @@ def main(argv=None):
     val.add_argument("--plot", help="write a PNG of model against measured")
     val.add_argument("--scenarios", nargs="+", help="only these scenarios")
     val.add_argument("--backend", choices=("pysim", "compiled"), default="compiled")
+    val.add_argument("--cv", action="store_true",
+                     help="cross-validate: refit each family's parameters without its largest "
+                          "size (then its smallest) and predict the left-out scenarios")
+    val.add_argument("--family", action="append", metavar="NAME",
+                     help="with --cv: only this family (repeatable; implies --cv)")
     val.set_defaults(func=cmd_validate)
 
     cal = sub.add_parser("calibrate", help="fit the parameter set to the reference scenarios "

@@ -223,7 +223,11 @@ def _gu_median(records, what, key):
                              if r["kind"] == "meta" and r["what"] == what)
 
 
-def graph_update_fit(cupti_gap_ns):
+#: the gupdate sizes (nodes) the calibration fits on
+GUPDATE_FIT_SIZES = (10, 100)
+
+
+def graph_update_fit(cupti_gap_ns, sizes=GUPDATE_FIT_SIZES):
     """The graph-update calls' CPU times, from fe_trace2 gupdate (n = 10 and 100 nodes, the
     program's own clock): without CUPTI, SetParams per node (median over n), and lines
     through the two sizes for cudaGraphExecUpdate and cudaGraphExecDestroy (fixed part and per
@@ -232,8 +236,8 @@ def graph_update_fit(cupti_gap_ns):
     (``cupti_gap_ns`` after each call, then this per node: the value whose errors relative
     to the profiled times, both sizes, have the least sum of squares, as validation scores
     them; the profiled slopes alone differ by call, 165 to 265 ns); the calls of a stream
-    capture, and what a process's first capture costs more."""
-    sizes = (10, 100)
+    capture, and what a process's first capture costs more. ``sizes``: the graph sizes
+    fitted on (cross-validation leaves some out)."""
     off = {n: _trace(f"nocupti_gupdate_n{n}") for n in sizes}
     on = {n: _trace(f"gupdate_n{n}") for n in sizes}
 
@@ -300,33 +304,38 @@ def pdl_window():
 PDL_PATH_NS = 1000
 
 
-def threads_fit():
+#: the thread counts the calibration fits the threads' contention on
+THREADS_FIT_SIZES = (2, 4, 8)
+
+
+def threads_fit(sizes=THREADS_FIT_SIZES):
     """Host threads' contention for the driver (fe_trace2 threads, own streams, unprofiled):
     a thread's launch against the one-thread run's, over the other threads launching (1, 3,
     7): a line whose intercept is ``thread_contention_ns`` and slope
     ``thread_contention_per_thread_ns``: cache lines moving between CPUs, whatever the vCPU's
     speed (the profiled series, recorded on a slow vCPU, adds as much per thread; it and the
-    shared-stream runs are left to validation)."""
+    shared-stream runs are left to validation). ``sizes``: the thread counts fitted on."""
     from gpufe.sim.analysis.validate import THREADS_ONE
     from gpufe.sim.analysis.metrics import scenario_metrics
     one = scenario_metrics(_trace(THREADS_ONE), "threads")["thread_launch_us"]
     points = [(t - 1, scenario_metrics(_trace(f"nocupti_threads_T{t}_sh0"),
                                        "threads")["thread_launch_us"] - one)
-              for t in (2, 4, 8)]
+              for t in sizes]
     a, b = _line(points)
     return {"thread_contention_ns": max(a, 0.0) * 1e3,
             "thread_contention_per_thread_ns": max(b, 0.0) * 1e3}
 
 
-def lock_wake_ns(after_release_ns):
+def lock_wake_ns(after_release_ns, sizes=THREADS_FIT_SIZES):
     """A sleeping waiter's wake-up on a driver lock, from fe_trace2 threads on one shared
     stream (profiled: the launch records carry their thread): the launch calls' end-to-end
     interval where the lock went to another thread, over the interval between two calls of
     one thread (median each; median over 2, 4 and 8 threads), is the wake-up less what the
     thread that kept it does between its release and its next call's acquire
-    (``after_release_ns``: CUPTI's time inside and after the call, on that slow vCPU)."""
+    (``after_release_ns``: CUPTI's time inside and after the call, on that slow vCPU).
+    ``sizes``: the thread counts."""
     extra = []
-    for t in (2, 4, 8):
+    for t in sizes:
         calls = sorted((r for r in _trace(f"threads_T{t}_sh1") if r["kind"] == "runtime"
                         and r["name"].startswith("cudaLaunchKernel")), key=lambda r: r["end"])
         same, handed = [], []
@@ -523,6 +532,38 @@ def _secant(f, target, x0, x1, lo=0.0, steps=5, tol=0.005):
     return best, seen[best]
 
 
+def with_value(params, name, x):
+    """``params`` with parameter ``name`` at ``x`` (a PBDMA's context load and save share
+    one value: the traces give their sum)."""
+    params = params.with_overrides(**{name: round(x, 1)})
+    if name == "pbdma_ctx_load_ns":
+        params = params.with_overrides(pbdma_ctx_save_ns=round(x, 1))
+    return params
+
+
+def fit_simulated(params, name, scenario, metric, guesses, backend="compiled"):
+    """Parameter ``name`` fitted by :func:`_secant` so that the model's ``metric`` on
+    ``scenario`` meets the measured one (a tuple of scenarios: the geometric mean of model
+    over measured meets 1; a probe's name: its trace). Returns (value, model, measured)."""
+    series = scenario if isinstance(scenario, tuple) else None
+    probe = scenario in PROBES
+    measured = (1.0 if series else probe_metrics(scenario)[metric] if probe
+                else measured_metrics(scenario)[metric])
+
+    def model(x):
+        p = with_value(params, name, x)
+        if probe:
+            return probe_metrics(scenario, p, backend)[metric]
+        if series:
+            ratios = [run_scenario(n, p, backend)[0][metric] / measured_metrics(n)[metric]
+                      for n in series]
+            return math.exp(statistics.fmean(math.log(r) for r in ratios))
+        return run_scenario(scenario, p, backend)[0][metric]
+
+    x, y = _secant(model, measured, *guesses)
+    return x, y, measured
+
+
 def calibrate(base="h200", backend="compiled", log=print):
     params = load(base)
     direct = direct_fit()
@@ -530,30 +571,10 @@ def calibrate(base="h200", backend="compiled", log=print):
                                    **{k: rounded(k, v) for k, v in direct.items()})
     log("direct: " + ", ".join(f"{k}={rounded(k, v)}" for k, v in direct.items()))
     residuals = []
-    for name, scenario, metric, (x0, x1) in SIMULATED:
+    for name, scenario, metric, guesses in SIMULATED:
         series = scenario if isinstance(scenario, tuple) else None
-        probe = scenario in PROBES
-        measured = (1.0 if series else probe_metrics(scenario)[metric] if probe
-                    else measured_metrics(scenario)[metric])
-
-        def with_value(p, x, name=name):
-            p = p.with_overrides(**{name: round(x, 1)})
-            if name == "pbdma_ctx_load_ns":
-                p = p.with_overrides(pbdma_ctx_save_ns=round(x, 1))
-            return p
-
-        def model(x, scenario=scenario, metric=metric, with_value=with_value, series=series,
-                  probe=probe):
-            if probe:
-                return probe_metrics(scenario, with_value(params, x), backend)[metric]
-            if series:
-                ratios = [run_scenario(n, with_value(params, x), backend)[0][metric]
-                          / measured_metrics(n)[metric] for n in series]
-                return math.exp(statistics.fmean(math.log(r) for r in ratios))
-            return run_scenario(scenario, with_value(params, x), backend)[0][metric]
-
-        x, y = _secant(model, measured, x0, x1)
-        params = with_value(params, x)
+        x, y, measured = fit_simulated(params, name, scenario, metric, guesses, backend)
+        params = with_value(params, name, x)
         if name == "kickoff_ns":
             # the launch call encodes, then kicks off, within its own time (the traces'
             # "queued" comes later in the call than this: the model kicks off inside it)

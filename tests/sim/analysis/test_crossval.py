@@ -1,0 +1,56 @@
+"""Cross-validation (``gpufe validate --cv``): each family refitted without a size, and that
+size predicted."""
+
+import pytest
+
+from gpufe.sim.analysis import calibrate as cal
+from gpufe.sim.analysis import crossval as cv
+from gpufe.sim.analysis.scenarios import scenario_names
+
+
+def test_every_family_has_scenarios_at_every_size_and_its_fit_scenarios_exist():
+    names = set(scenario_names())
+    for fam in cv.FAMILIES:
+        assert list(fam.sizes) == sorted(fam.sizes) and len(fam.sizes) >= 3, fam.name
+        for size in fam.sizes:
+            assert fam.scenarios(size), (fam.name, size)
+        # no scenario is scored at two sizes (n10 is not n100's prefix)
+        seen = [n for s in fam.sizes for n in fam.scenarios(s)]
+        assert len(seen) == len(set(seen)) and set(seen) <= names, fam.name
+
+
+def test_expand_spells_out_a_sizes_scenarios():
+    assert cv._expand("a_ns5_g{0,1}") == ["a_ns5_g0", "a_ns5_g1"]
+    assert cv._expand("x{1,2}_y{a,b}") == ["x1_ya", "x1_yb", "x2_ya", "x2_yb"]
+    assert cv._expand("plain") == ["plain"]
+
+
+@pytest.mark.parametrize("name", ["gupdate", "threads", "graph_nodes"])
+def test_a_refit_reads_nothing_of_the_size_it_leaves_out(monkeypatch, name, params):
+    fam = cv.family(name)
+    read = []
+    trace = cal._trace
+    monkeypatch.setattr(cal, "_trace", lambda n: read.append(n) or trace(n))
+    kept = fam.sizes[:-1]
+    refit = fam.refit(params, kept, "compiled")
+    assert set(refit) <= set(fam.parameters) and read
+    left = fam.sizes[-1]
+    assert not [n for n in read if any(f"{c}{left}_" in n + "_" for c in "nTs")], read
+    # and the fit moves with what it is given: without the largest size it differs
+    assert refit != fam.refit(params, fam.sizes, "compiled")
+
+
+def test_cv_rows_predict_the_left_out_sizes_with_the_refitted_parameters(params):
+    rows = cv.cv_rows(params, [cv.family("graph_nodes")])
+    assert {r["scenario"] for r in rows} == {"nocupti_graph_nodes1000",
+                                             "nocupti_graph_nodes10"}
+    big = [r for r in rows if r["cv"] == "largest"]
+    assert big and all(r["fitted_on"] == [10, 100] and r["family"] == "graph_nodes"
+                       for r in big)
+    assert big[0]["refit"]["graph_launch_per_node_ns"] != params.graph_launch_per_node_ns
+    assert all(isinstance(r["rel_error"], float) for r in rows)
+
+
+def test_an_unknown_family_is_refused_with_the_known_ones():
+    with pytest.raises(KeyError, match="gupdate"):
+        cv.family("nope")
