@@ -2,8 +2,9 @@
 
 It programs the host scheduler (timeslices, the PBDMA's switch costs) and the channel table
 (each channel's TSG) once, a channel's context when the channel is created (where its GPFIFO ring is and how
-many entries it has, before the program starts), a channel's priority when a stream of greater
-priority comes onto it, and rings the doorbell (GP_PUT) at every kickoff. A posted MMIO write
+many entries it has, before the program starts), and rings the doorbell (GP_PUT) at every
+kickoff; a channel's priority level (``set_priority``) is there for a driver that uses the
+runlist's levels (the CUDA driver model does not: stream priority is the work distributor's). A posted MMIO write
 reaches its register ``mmio_write_ns`` after it is issued (see ``CoSim.mmio_write``).
 """
 

@@ -255,7 +255,6 @@ class Runtime:
         s.lock = DriverLock(self, f"stream {name!r}", self.p.lock_turn_ns,
                             self.p.lock_wake_ns)
         self.streams[name] = s
-        self.umd.add_stream_priority(ch, priority)
         yield ("cpu", self.p.stream_create_cpu_ns)
         self._record("stream_create", start, corr)
 

@@ -5,7 +5,11 @@
   its TSG (the KMD's channel table). Each has a GPFIFO ring and a push buffer in
   host memory; the KMD sets its context up when it is created, before the program runs.
 - Streams on channels: the i-th stream created goes on compute channel i mod
-  ``max_connections`` (round robin); a channel's priority is the greatest of its streams'.
+  ``max_connections`` (round robin). A stream's CUDA priority does not reach its channel: it
+  travels in each launch descriptor to the compute work distributor, the one place the H200
+  applies it (probe ``third_recording``: a high-priority chain among 16 busy channels is served
+  at the same period as the others); every channel stays at the front end's least priority
+  level.
   H2D and D2H copies go to their copy channel, D2D copies to the stream's own compute channel.
 - Kickoff: the commands of ``kickoff_batch`` API calls on a channel go out as one GPFIFO entry
   and one doorbell (1: every call at once); synchronizing calls, host sleeps and the end of
@@ -82,14 +86,6 @@ class Umd:
 
     def copy_channel(self, kind, stream):
         return self.copy_channels.get(kind, stream.channel)
-
-    def add_stream_priority(self, ch, priority):
-        """A stream of CUDA ``priority`` comes onto ``ch``: the channel is served at the
-        greatest priority of its streams (the front end's levels: 0 least)."""
-        level = min(max(-priority, 0), self.sim.cfg.priority_levels - 1)
-        if level > ch.priority:
-            ch.priority = level
-            self.kmd.set_priority(ch.id, level)
 
     # -- memory -----------------------------------------------------------------------------------
 
