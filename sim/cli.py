@@ -277,18 +277,19 @@ def cmd_validate(args):
     from gpufe.sim.params import apply_settings
     params = apply_settings(load(args.params), args.set)
     if args.cv or args.family:
-        return _cross_validate(args, params)
-    names = v.validation_names()
-    if args.scenarios:
-        unknown = sorted(set(args.scenarios) - set(names))
-        if unknown:
-            raise UsageError(f"unknown scenarios: {', '.join(unknown)} (known: "
-                             f"{', '.join(names)})")
-        names = args.scenarios
-    print(f"gpufe validate: {len(names)} scenarios, params {params.name}, backend "
-          f"{args.backend}", file=sys.stderr)
-    rows = v.validate(params, names, backend=args.backend,
-                      log=lambda m: print(m, file=sys.stderr))
+        rows = _cross_validate(args, params)
+    else:
+        names = v.validation_names()
+        if args.scenarios:
+            unknown = sorted(set(args.scenarios) - set(names))
+            if unknown:
+                raise UsageError(f"unknown scenarios: {', '.join(unknown)} (known: "
+                                 f"{', '.join(names)})")
+            names = args.scenarios
+        print(f"gpufe validate: {len(names)} scenarios, params {params.name}, backend "
+              f"{args.backend}", file=sys.stderr)
+        rows = v.validate(params, names, backend=args.backend,
+                          log=lambda m: print(m, file=sys.stderr))
     print(v.format_table(rows))
     if args.json:
         v.write_json(rows, args.json)
@@ -298,7 +299,7 @@ def cmd_validate(args):
 
 
 def _cross_validate(args, params):
-    from gpufe.sim.analysis import validate as v
+    """``gpufe validate --cv``'s rows."""
     from gpufe.sim.analysis import crossval as cv
     if args.scenarios:
         raise UsageError("--cv predicts each family's left-out sizes: it takes --family, "
@@ -309,14 +310,8 @@ def _cross_validate(args, params):
         raise UsageError(e.args[0])
     print(f"gpufe validate --cv: {len(families or cv.FAMILIES)} families, params "
           f"{params.name}, backend {args.backend}", file=sys.stderr)
-    rows = cv.cv_rows(params, families, backend=args.backend,
+    return cv.cv_rows(params, families, backend=args.backend,
                       log=lambda m: print(m, file=sys.stderr))
-    print(v.format_table(rows))
-    if args.json:
-        v.write_json(rows, args.json)
-    if args.plot:
-        v.plot(rows, args.plot)
-    return 0
 
 
 def cmd_calibrate(args):

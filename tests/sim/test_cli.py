@@ -65,6 +65,18 @@ def test_validate_writes_rows_and_a_plot(tmp_path, capsys):
     assert "comparisons: median |error|" in capsys.readouterr().out
 
 
+def test_validate_cv_writes_the_predicted_rows_and_refuses_what_it_cannot_do(tmp_path, capsys):
+    js = tmp_path / "cv.json"
+    assert main(["validate", "--cv", "--family", "graph_nodes", "--json", str(js)]) == 0
+    rows = json.loads(js.read_text())["rows"]
+    assert {(r["scenario"], r["cv"]) for r in rows} == {
+        ("nocupti_graph_nodes1000", "largest"), ("nocupti_graph_nodes10", "smallest")}
+    assert "comparisons: median |error|" in capsys.readouterr().out
+    assert main(["validate", "--family", "nope"]) == 2
+    assert "one of gupdate" in capsys.readouterr().err
+    assert main(["validate", "--cv", "--scenarios", "graph_nodes10"]) == 2
+
+
 def test_profiler_cupti_costs_cpu_and_gpu_time(tmp_path):
     from gpufe.sim.params import load
     from gpufe.sim.run import simulate
