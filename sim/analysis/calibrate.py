@@ -223,41 +223,91 @@ def _gu_median(records, what, key):
                              if r["kind"] == "meta" and r["what"] == what)
 
 
-#: the gupdate sizes (nodes) the calibration fits on
-GUPDATE_FIT_SIZES = (10, 100)
+#: the gupdate sizes (nodes) the calibration fits on: every one recorded
+GUPDATE_FIT_SIZES = (10, 30, 100, 300, 3000)
+
+
+def _hinge(points, knee, fixed=True):
+    """(a, b, c) of ``a + b n + c max(n - knee, 0)`` through (n, y) points, least squares of
+    the errors relative to y (as validation scores them); a part that comes out negative (no
+    fixed cost, no misses) is left out and the rest fitted again. ``fixed`` False: a = 0 (an
+    operation the model costs per node only)."""
+    import numpy as np
+    n = np.array([p[0] for p in points], float)
+    y = np.array([p[1] for p in points], float)
+    cols = [np.ones_like(n), n, np.maximum(n - knee, 0.0)]
+    use = [0, 1, 2] if fixed else [1, 2]
+    while True:
+        x = np.stack([cols[i] for i in use], 1) / y[:, None]
+        coef = np.linalg.lstsq(x, np.ones_like(n), rcond=None)[0]
+        out = [0.0, 0.0, 0.0]
+        for i, c in zip(use, coef):
+            out[i] = float(c)
+        bad = [i for i in use if i != 1 and out[i] < 0]
+        if not bad:
+            return tuple(out)
+        use.remove(bad[0])
+
+
+def _hinge_error(points, knee, fixed=True):
+    a, b, c = _hinge(points, knee, fixed)
+    return sum(((a + b * n + c * max(n - knee, 0)) / y - 1) ** 2 for n, y in points)
 
 
 def graph_update_fit(cupti_gap_ns, sizes=GUPDATE_FIT_SIZES):
-    """The graph-update calls' CPU times, from fe_trace2 gupdate (n = 10 and 100 nodes, the
-    program's own clock): without CUPTI, SetParams per node (median over n), and lines
-    through the two sizes for cudaGraphExecUpdate and cudaGraphExecDestroy (fixed part and per
-    node), a re-instantiation's and the first launch's upload per node (slopes); with CUPTI,
-    its time per node of an update, a destroy, a re-instantiation and each SetParams call
-    (``cupti_gap_ns`` after each call, then this per node: the value whose errors relative
-    to the profiled times, both sizes, have the least sum of squares, as validation scores
-    them; the profiled slopes alone differ by call, 165 to 265 ns); the calls of a stream
-    capture, and what a process's first capture costs more. ``sizes``: the graph sizes
-    fitted on (cross-validation leaves some out)."""
+    """The graph operations' CPU times, from fe_trace2 gupdate (n = 10 to 3,000 nodes, the
+    program's own clock).
+
+    Without CUPTI: SetParams per node (median over n); for cudaGraphExecUpdate,
+    cudaGraphExecDestroy, a re-instantiation, the first launch's upload and a recapture, a
+    fixed part, a part per node, and a part per node beyond ``graph_cache_nodes``: the graph's
+    driver state no longer fits the host CPU's cache, and each further node costs misses
+    (per node 115 ns an update up to ~100 nodes, 250 at 3,000; a destroy 280 then 760). The
+    knee is one for all five (they walk the same graph); each operation's misses its own
+    (they touch more or less of each node). Each fitted by least squares of the errors
+    relative to the measured times, as validation scores them; the knee the one of least
+    total error, to 10 nodes.
+
+    With CUPTI, its time per node of an update, a destroy, a re-instantiation and each
+    SetParams call (``cupti_gap_ns`` after each call, then this per node: the median over
+    the calls and sizes of what each profiled call took more, per node); what a process's
+    first capture costs more. ``sizes``: the graph sizes fitted on (cross-validation leaves some out; at least
+    three)."""
     off = {n: _trace(f"nocupti_gupdate_n{n}") for n in sizes}
     on = {n: _trace(f"gupdate_n{n}") for n in sizes}
-
-    def line(traces, what, key):
-        return _line([(n, _gu_median(t, what, key)) for n, t in traces.items()])
 
     def set_per_node(t):
         return statistics.median(r["set_ns"] / r["nodes"] for r in t
                                  if r["kind"] == "meta" and r["what"] == "gu_set")
 
-    out = {"graph_set_params_cpu_ns": statistics.median(set_per_node(t)
+    series = {what: [(n, _gu_median(t, *what.split("."))) for n, t in off.items()]
+              for what in ("gu_update.update_ns", "gu_reinst.destroy_ns",
+                           "gu_reinst.instantiate_ns", "gu_update.capture_ns")}
+    series["upload"] = [(n, _gu_median(t, "gu_build", "first_launch_sync_ns")
+                         - _gu_median(t, "gu_base", "launch_sync_ns")) for n, t in off.items()]
+    # a re-instantiation and an upload cost per node only (their call's fixed part is in
+    # instantiate_cpu_ns, the launch's)
+    fixed = {what: what not in ("gu_reinst.instantiate_ns", "upload") for what in series}
+    knees = range(10, max(sizes), 10)
+    knee = min(knees, key=lambda k: (sum(_hinge_error(p, k, fixed[w])
+                                         for w, p in series.items()), k))
+    fits = {what: _hinge(p, knee, fixed[what]) for what, p in series.items()}
+    out = {"graph_cache_nodes": float(knee),
+           "graph_set_params_cpu_ns": statistics.median(set_per_node(t)
                                                         for t in off.values())}
-    a, b = line(off, "gu_update", "update_ns")
-    out["graph_update_cpu_ns"], out["graph_update_per_node_ns"] = max(a, 0.0), b
-    a, b = line(off, "gu_reinst", "destroy_ns")
-    out["graph_exec_destroy_cpu_ns"], out["graph_exec_destroy_per_node_ns"] = max(a, 0.0), b
-    out["graph_reinstantiate_per_node_ns"] = line(off, "gu_reinst", "instantiate_ns")[1]
-    upload = [(n, _gu_median(t, "gu_build", "first_launch_sync_ns")
-               - _gu_median(t, "gu_base", "launch_sync_ns")) for n, t in off.items()]
-    out["graph_upload_per_node_ns"] = max(_line(upload)[1], 0.0)
+    for what, (fixed, per, miss), names in (
+            ("gu_update.update_ns", fits["gu_update.update_ns"],
+             ("graph_update_cpu_ns", "graph_update_per_node_ns", "graph_update_miss_ns")),
+            ("gu_reinst.destroy_ns", fits["gu_reinst.destroy_ns"],
+             ("graph_exec_destroy_cpu_ns", "graph_exec_destroy_per_node_ns",
+              "graph_exec_destroy_miss_ns")),
+            ("gu_reinst.instantiate_ns", fits["gu_reinst.instantiate_ns"],
+             (None, "graph_reinstantiate_per_node_ns", "graph_reinstantiate_miss_ns")),
+            ("upload", fits["upload"],
+             (None, "graph_upload_per_node_ns", "graph_upload_miss_ns"))):
+        for name, value in zip(names, (fixed, per, miss)):
+            if name:
+                out[name] = max(value, 0.0)
     # (nodes, unprofiled, profiled) of each call: the profiled time is the unprofiled one,
     # CUPTI's gap and the nodes' CUPTI time
     calls = [(n, _gu_median(off[n], what, key), _gu_median(on[n], what, key))
@@ -265,18 +315,19 @@ def graph_update_fit(cupti_gap_ns, sizes=GUPDATE_FIT_SIZES):
                                               ("gu_reinst", "destroy_ns"),
                                               ("gu_reinst", "instantiate_ns"))]
     calls += [(1, set_per_node(off[n]), set_per_node(on[n])) for n in sizes]
-    num = sum(n * (b - a - cupti_gap_ns) / b ** 2 for n, a, b in calls)
-    out["cupti_graph_update_node_ns"] = max(num / sum(n * n / b ** 2 for n, _, b in calls),
-                                            0.0)
-    # a capture of n launches, without CUPTI: the recaptures' line (the first capture of a
-    # process costs more: left to validation); its begin and end share the fixed part
-    a, b = line(off, "gu_update", "capture_ns")
-    out["capture_call_cpu_ns"] = b
+    # the median of each call's own (robust to one run on a faster vCPU: CUPTI's part of
+    # the profiled n = 30 re-instantiation comes out at nothing)
+    out["cupti_graph_update_node_ns"] = max(statistics.median(
+        (b - a - cupti_gap_ns) / n for n, a, b in calls), 0.0)
+    # a capture of n launches, without CUPTI: the recaptures' (the first capture of a
+    # process costs more); its begin and end share the fixed part
+    a, b, c = fits["gu_update.capture_ns"]
+    out["capture_call_cpu_ns"], out["capture_miss_ns"] = b, max(c, 0.0)
     out["begin_capture_cpu_ns"] = out["end_capture_cpu_ns"] = max(a, 0.0) / 2
     # a process's first capture (the build's) over a recapture of as many launches: the
     # setup once, and each launch the node store grows by
-    first = [(n, _gu_median(t, "gu_build", "capture_ns") - (a + b * n))
-             for n, t in off.items()]
+    first = [(n, _gu_median(t, "gu_build", "capture_ns")
+              - (a + b * n + c * max(n - knee, 0))) for n, t in off.items()]
     a, b = _line(first)
     out["capture_first_cpu_ns"], out["capture_grow_per_node_ns"] = max(a, 0.0), max(b, 0.0)
     return out

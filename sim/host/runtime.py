@@ -558,11 +558,19 @@ class Runtime:
         start, corr = self.now(), self.timeline.correlation_id()
         self.profiler.capture_call()
         s.capture.add(s.name, spec, pdl)
-        grow = len(s.capture.nodes) > self._capture_high
-        self._capture_high = max(self._capture_high, len(s.capture.nodes))
+        held = len(s.capture.nodes)
+        grow = held > self._capture_high
+        self._capture_high = max(self._capture_high, held)
+        # (beyond the nodes whose state fits the host's cache, each added node misses)
         yield ("cpu", self.p.capture_call_cpu_ns
-               + (self.p.capture_grow_per_node_ns if grow else 0))
+               + (self.p.capture_grow_per_node_ns if grow else 0)
+               + (self.p.capture_miss_ns if held > self.p.graph_cache_nodes else 0))
         self._record(api, start, corr)
+
+    def _upload_ns(self, nodes):
+        """CPU time of uploading ``nodes`` nodes of an executable graph."""
+        return self.p.graph_walk_ns(self.p.graph_upload_per_node_ns,
+                                    self.p.graph_upload_miss_ns, nodes)
 
     def stream_begin_capture(self, stream):
         s = self._stream(stream)
@@ -664,14 +672,15 @@ class Runtime:
         if n and self._graph_pool_free >= n:
             # the memory of a destroyed executable graph: the writes only
             self._graph_pool_free -= n
-            yield ("cpu", (self.p.graph_reinstantiate_per_node_ns
-                           + self.profiler.graph_update_node_ns()) * n)
+            yield ("cpu", self.p.graph_walk_ns(self.p.graph_reinstantiate_per_node_ns
+                                               + self.profiler.graph_update_node_ns(),
+                                               self.p.graph_reinstantiate_miss_ns, n))
         else:
             yield ("cpu", self.p.instantiate_cpu_ns + self.p.instantiate_per_node_ns * n)
         if device_launch:
             # a device graph is uploaded before any launch (cudaGraphUpload)
             g.executable.uploaded = True
-            yield ("cpu", self.p.graph_upload_per_node_ns * n)
+            yield ("cpu", self._upload_ns(n))
         self._record("graph_instantiate", start, corr)
 
     def graph_create(self, graph):
@@ -759,7 +768,9 @@ class Runtime:
         x.changed |= changed
         n = len(x.nodes)
         yield ("cpu", self.p.graph_update_cpu_ns
-               + (self.p.graph_update_per_node_ns + self.profiler.graph_update_node_ns()) * n)
+               + self.p.graph_walk_ns(self.p.graph_update_per_node_ns
+                                      + self.profiler.graph_update_node_ns(),
+                                      self.p.graph_update_miss_ns, n))
         self._record("graph_exec_update", start, corr)
 
     def graph_exec_destroy(self, graph):
@@ -771,8 +782,9 @@ class Runtime:
         g.executable = None
         self._graph_pool_free += n
         yield ("cpu", self.p.graph_exec_destroy_cpu_ns
-               + (self.p.graph_exec_destroy_per_node_ns
-                  + self.profiler.graph_update_node_ns()) * n)
+               + self.p.graph_walk_ns(self.p.graph_exec_destroy_per_node_ns
+                                      + self.profiler.graph_update_node_ns(),
+                                      self.p.graph_exec_destroy_miss_ns, n))
         self._record("graph_exec_destroy", start, corr)
 
     def graph_launch(self, graph, stream):
@@ -815,7 +827,7 @@ class Runtime:
         if not x.uploaded:
             # its first launch uploads the executable graph
             x.uploaded = True
-            yield ("cpu", self.p.graph_upload_per_node_ns * size)
+            yield ("cpu", self._upload_ns(size))
         yield from self.umd.submit(ch, pb)
         yield ("cpu", self.p.graph_launch_per_node_ns * size)
         self._let_go(s)
@@ -839,7 +851,7 @@ class Runtime:
         size = len(x.descriptors)
         nodes = changed if x.uploaded else size
         x.uploaded = True
-        yield ("cpu", self.p.graph_upload_per_node_ns * nodes)
+        yield ("cpu", self._upload_ns(nodes))
         if writes:
             ch = s.channel
             pb = PushBuffer()

@@ -153,6 +153,22 @@ class Params:
         "cudaGraphExecDestroy for all its nodes (nothing allocated: the writes only)")
     graph_upload_per_node_ns: float = _cpu("an executable graph's first launch: its upload, "
                                            "per node, before the submission")
+    # the driver's state of a graph against the host CPU's cache: an operation that walks a
+    # graph's nodes finds those of up to graph_cache_nodes in the cache; beyond, every
+    # further node costs its misses, the more the more the operation touches of it
+    graph_cache_nodes: float = _p("nodes of a graph whose driver state fits the host CPU's "
+                                  "cache: graph operations on more pay each further node's "
+                                  "misses (the *_miss_ns)", "nodes", 1, 1e9)
+    graph_update_miss_ns: float = _cpu("cudaGraphExecUpdate: per node beyond "
+                                       "graph_cache_nodes, its misses")
+    graph_exec_destroy_miss_ns: float = _cpu("cudaGraphExecDestroy: per node beyond "
+                                             "graph_cache_nodes, its misses")
+    graph_reinstantiate_miss_ns: float = _cpu("a re-instantiation (graph pool holding the "
+                                              "memory): per node beyond graph_cache_nodes")
+    graph_upload_miss_ns: float = _cpu("a first launch's upload: per node beyond "
+                                       "graph_cache_nodes, its misses")
+    capture_miss_ns: float = _cpu("a captured call when the capture already holds "
+                                  "graph_cache_nodes nodes or more: its misses")
     host_cpu_scale: float = _p("the host CPU's time for the driver's and the profiler's work "
                                "relative to the host this set was calibrated on: every CPU "
                                "time of this group and CUPTI's are multiplied by it", "x",
@@ -310,6 +326,12 @@ class Params:
                                                + self.cupti_device_runtime_ns(profiled)),
                 GlobalReg.LAUNCH_HOLD: round(self.cupti_launch_hold_ns)
                 if profiled and self.cupti_latency_timestamps else 0}
+
+    def graph_walk_ns(self, per_node_ns, miss_ns, nodes):
+        """CPU time of a graph operation over ``nodes`` nodes: ``per_node_ns`` each, and
+        ``miss_ns`` for each node beyond those whose state fits the host's cache
+        (``graph_cache_nodes``)."""
+        return per_node_ns * nodes + miss_ns * max(nodes - self.graph_cache_nodes, 0)
 
     def cupti_conditional_ns(self, profiled):
         """What CUPTI adds to each iteration of a conditional node: traced, the driver runs

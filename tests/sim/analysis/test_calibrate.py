@@ -54,3 +54,14 @@ def test_a_probe_is_run_as_its_trace_was_recorded():
                                                                  + 2 * p.dma_write_ns) / 1e3
     # and the model's stamped gap is the H200's within 5%
     assert on["median_gap_us"] == pytest.approx(probe_metrics(kern)["median_gap_us"], rel=0.05)
+
+
+def test_the_hinge_fit_recovers_a_knee_and_leaves_out_a_negative_part():
+    from gpufe.sim.analysis.calibrate import _hinge, _hinge_error
+    pts = [(n, 500 + 100 * n + 150 * max(n - 160, 0)) for n in (10, 30, 100, 300, 3000)]
+    assert _hinge(pts, 160) == pytest.approx((500, 100, 150), rel=1e-6)
+    assert min(range(10, 3000, 10), key=lambda k: _hinge_error(pts, k)) == 160
+    # a series that falls per node: no misses, and no fixed part where none is allowed
+    falling = [(n, 1000 * n ** 0.9) for n in (10, 100, 1000)]
+    a, b, c = _hinge(falling, 100, fixed=False)
+    assert a == 0 and c == 0 and b > 0

@@ -154,3 +154,24 @@ def test_a_process_first_capture_and_a_larger_one_cost_more(params):
     assert spans == [pytest.approx(fixed + params.capture_first_cpu_ns + 4 * (call + grow), abs=2),
                      pytest.approx(fixed + 4 * call, abs=2),
                      pytest.approx(fixed + 6 * call + 2 * grow, abs=2)]
+
+
+def test_graph_operations_on_more_nodes_than_the_host_cache_holds_pay_each_further_nodes_misses(
+        params):
+    """What an operation touches: beyond graph_cache_nodes, each node of an update costs its
+    misses too (H200 gupdate, unprofiled: 117 ns a node up to ~100 nodes, 250 at 3,000)."""
+    def update_ns(n):
+        prog = (streams("s") + capture("s", 0, "g", n=n) + capture("s", 0, "g2", n=n)
+                + [instantiate(), {"op": "graph_exec_update", "graph": "g", "from": "g2"}])
+        r = simulate(workload(prog), params, backend="compiled")
+        upd = [x for x in r.records if x["kind"] == "runtime"
+               and x["name"].startswith("cudaGraphExecUpdate")][0]
+        return upd["end"] - upd["start"]
+    k = int(params.graph_cache_nodes)
+    assert 50 <= k <= 500 and params.graph_update_miss_ns > 0
+    small, big = update_ns(k // 2), update_ns(2 * k)
+    assert small == pytest.approx(params.graph_update_cpu_ns
+                                  + k // 2 * params.graph_update_per_node_ns, abs=1)
+    assert big == pytest.approx(params.graph_update_cpu_ns + 2 * k * params.graph_update_per_node_ns
+                                + k * params.graph_update_miss_ns, abs=1)
+    assert big / (2 * k) > 1.3 * small / (k // 2)
