@@ -65,7 +65,7 @@ def _series(*fits):
         out = {}
         for name, pattern, metric in fits:
             x0 = getattr(params, name)
-            series = tuple(n for s in sizes for n in _expand(pattern.format(size=s)))
+            series = tuple(n for s in sizes for n in _expand(pattern.replace("{size}", str(s))))
             x, _, _ = cal.fit_simulated(params, name, series, metric,
                                         (x0, x0 * 1.25 + 10.0), backend)
             params = cal.with_value(params, name, x)
