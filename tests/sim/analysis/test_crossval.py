@@ -54,3 +54,24 @@ def test_cv_rows_predict_the_left_out_sizes_with_the_refitted_parameters(params)
 def test_an_unknown_family_is_refused_with_the_known_ones():
     with pytest.raises(KeyError, match="gupdate"):
         cv.family("nope")
+
+
+def test_a_series_refit_fits_on_the_kept_sizes_scenarios(monkeypatch, params):
+    seen = []
+
+    def fake_fit(p, name, series, metric, guesses, backend="compiled"):
+        seen.append((name, series, metric))
+        return guesses[0], 1.0, 1.0
+    monkeypatch.setattr(cal, "fit_simulated", fake_fit)
+    out = cv.family("pdl").refit(params, (2000, 5000), "compiled")
+    assert out == {"pdl_flush_ns": params.pdl_flush_ns}
+    assert seen == [("pdl_flush_ns", ("nocupti_pdl_stamp_p1_t1_ns2000_g0",
+                                      "nocupti_pdl_stamp_p1_t1_ns2000_g1",
+                                      "nocupti_pdl_stamp_p1_t1_ns5000_g0",
+                                      "nocupti_pdl_stamp_p1_t1_ns5000_g1"),
+                     "pdl_dep_latency_us")]
+    names = set(scenario_names())
+    for fam in cv.FAMILIES:
+        seen.clear()
+        fam.refit(params, fam.sizes, "compiled") if fam.refit.__name__ == "refit" else None
+        assert all(set(s) <= names for _, s, _ in seen), fam.name
