@@ -146,10 +146,9 @@ def cv_rows(params, families=None, backend="compiled", device="h200", log=None):
         for side, left in (("largest", fam.sizes[-1]), ("smallest", fam.sizes[0])):
             kept = tuple(s for s in fam.sizes if s != left)
             refit = fam.refit(params, kept, backend)
-            fitted = params.with_overrides(**{k: cal.rounded(k, x) for k, x in refit.items()})
-            if "pbdma_ctx_load_ns" in refit:
-                fitted = cal.with_value(fitted, "pbdma_ctx_load_ns",
-                                        refit["pbdma_ctx_load_ns"])
+            fitted = params
+            for k, x in refit.items():
+                fitted = cal.with_value(fitted, k, cal.rounded(k, x))
             predicted = fam.scenarios(left, names)
             got = v.validate(fitted, predicted, backend=backend, device=device)
             for r in got:

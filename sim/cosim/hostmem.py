@@ -202,7 +202,7 @@ class HostMemory:
         """What a reduction IMAX of ``value`` leaves at ``address``: the greater of the two as
         signed integers (64-bit if ``wide``, else 32-bit)."""
         bits = 64 if wide else 32
-        old = self.read_dword(address) | ((self.read_dword(address + 4) << 32) if wide else 0)
+        old = self.read64(address) if wide else self.read_dword(address)
         signed = lambda v: v - (1 << bits) if v >> (bits - 1) & 1 else v
         value &= (1 << bits) - 1
         return value if signed(value) > signed(old) else old

@@ -3,8 +3,8 @@
 It programs the host scheduler (timeslices, the PBDMA's switch costs) and the channel table
 (each channel's TSG) once, a channel's context when the channel is created (where its GPFIFO ring is and how
 many entries it has, before the program starts), and rings the doorbell (GP_PUT) at every
-kickoff; a channel's priority level (``set_priority``) is there for a driver that uses the
-runlist's levels (the CUDA driver model does not: stream priority is the work distributor's). A posted MMIO write
+kickoff. It leaves every channel at the runlist's least priority level: CUDA's stream
+priority is the work distributor's (see ``umd.py``). A posted MMIO write
 reaches its register ``mmio_write_ns`` after it is issued (see ``CoSim.mmio_write``).
 """
 
@@ -36,9 +36,6 @@ class Kmd:
         """The channel table: the channel belongs to TSG ``tsg`` (its process's context)."""
         self._write(channel, ChannelReg.TSG, tsg, delay_ns=0)
         self.sim.channel_tsg[channel] = tsg
-
-    def set_priority(self, channel, level):
-        self._write(channel, ChannelReg.PRIORITY, level)
 
     def ring_doorbell(self, channel, put):
         """GP_PUT: the ring's entries up to ``put`` are there to fetch."""

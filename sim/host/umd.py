@@ -38,7 +38,6 @@ class Channel:
     put: int = 0
     outstanding: int = 0            # GPFIFO entries the GPU has not decoded to their end
     pb_used: int = 0
-    priority: int = 0
     # (PushBuffer, launch descriptor address or None) of calls not kicked off yet
     pending: list = field(default_factory=list)
     pb_ring: SegmentRing = None     # the push buffer in host memory, segments carved from it
