@@ -121,8 +121,8 @@ class DoorbellRegisterFile(wiring.Component):
         TSG_TIMESLICE, TSG_SWITCH and TSG_PREEMPT (ns).
     ctx_save, ctx_load, ch_timeslice, launch_hold, cp_switch, graph_start, cond_start : Out(16)
         CTX_SAVE, CTX_LOAD, CH_TIMESLICE, LAUNCH_HOLD, CP_SWITCH, GRAPH_START, COND_START (ns).
-    device_start, tail_start, runtime_start, graph_prepare : Out(16)
-        DEVICE_START, TAIL_START, RUNTIME_START, GRAPH_PREPARE (ns).
+    device_start, tail_start, runtime_start, graph_prepare, cond_record : Out(16)
+        DEVICE_START, TAIL_START, RUNTIME_START, GRAPH_PREPARE, COND_RECORD (ns).
     status : Out(32)
         The STATUS register: bits 2:0 ``STATUS_BAD_CHANNEL``, ``STATUS_BAD_PUT``,
         ``STATUS_BAD_VALUE`` (a STATUS write of 1s clears them); bits 31:16 the address of the
@@ -174,6 +174,7 @@ class DoorbellRegisterFile(wiring.Component):
             "tail_start": Out(16),
             "runtime_start": Out(16),
             "graph_prepare": Out(16),
+            "cond_record": Out(16),
             "status": Out(32),
         })
 
@@ -224,7 +225,8 @@ class DoorbellRegisterFile(wiring.Component):
                   GlobalReg.GRAPH_START: self.graph_start, GlobalReg.COND_START: self.cond_start,
                   GlobalReg.DEVICE_START: self.device_start, GlobalReg.TAIL_START: self.tail_start,
                   GlobalReg.RUNTIME_START: self.runtime_start,
-                  GlobalReg.GRAPH_PREPARE: self.graph_prepare}
+                  GlobalReg.GRAPH_PREPARE: self.graph_prepare,
+                  GlobalReg.COND_RECORD: self.cond_record}
         config_regs = {reg: Signal(len(port), name=reg.name.lower())
                        for reg, port in config.items()}
         for reg, port in config.items():

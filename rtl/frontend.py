@@ -377,7 +377,7 @@ class FrontEnd(wiring.Component):
             m.d.comb += [w.graph_start.eq(db.graph_start), w.cond_start.eq(db.cond_start),
                          w.device_start.eq(db.device_start), w.tail_start.eq(db.tail_start),
                          w.runtime_start.eq(db.runtime_start),
-                         w.graph_prepare.eq(db.graph_prepare)]
+                         w.graph_prepare.eq(db.graph_prepare), w.cond_record.eq(db.cond_record)]
         wake = Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)
         wake = Mux(sp.wake_at < wake, sp.wake_at, wake)
         wake = Mux(gw.wake_at < wake, gw.wake_at, wake)

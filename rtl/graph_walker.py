@@ -85,8 +85,9 @@ class GraphWalker(wiring.Component):
       successor until its predecessor triggers. Completions go first.
     - conditional nodes: a ready conditional node is not dispatched; the walker runs its body
       (the table's nodes marked ``body``) ``iterations`` times: each iteration waits
-      ``cond_start`` ns (a deadline on ``now``), then queues the body's roots (one node read a
-      cycle) and walks the body with an epoch of its own; once every body node has completed,
+      ``cond_start`` ns and ``cond_record`` ns per body node (a deadline on ``now``; the
+      product taken once, as the node is dispatched), then queues the body's roots (one node
+      read a cycle) and walks the body with an epoch of its own; once every body node has completed,
       the next iteration begins, or the conditional node completes (its successors walked as
       any node's). One conditional node runs at a time (the driver refuses a graph with more
       than one, or a body that holds one).
@@ -169,6 +170,9 @@ class GraphWalker(wiring.Component):
         launch of a graph that holds device-runtime code.
     cond_start : In(16)
         ns from a conditional node's iteration's start to its body's roots queued.
+    cond_record : In(16)
+        ns each body node adds to that (a profiler records the body's kernels one by one
+        as the body is launched; 0 unprofiled).
     now : In(64)
         The current time in ns (``graph_start`` is a deadline on it).
     wake_at : Out(64)
@@ -203,6 +207,7 @@ class GraphWalker(wiring.Component):
             "graph_prepare": In(16),
             "graph_start": In(16),
             "cond_start": In(16),
+            "cond_record": In(16),
             "device_start": In(16),
             "tail_start": In(16),
             "runtime_start": In(16),
@@ -354,6 +359,11 @@ class GraphWalker(wiring.Component):
         cond_first = Signal(nb)
         cond_count = Signal(nb + 1)
         cond_left = Signal(24)
+        # an iteration's set-up: cond_start, and cond_record for each body node (the product
+        # taken once, as the node is dispatched)
+        cond_gap = Signal(16 + nb + 1)
+        cond_gap_now = (self.cond_start
+                        + self.cond_record * node_dispatch.data.descriptor[16:][:nb + 1])
         with m.If(d_busy):
             e = node_dispatch.data
             m.d.sync += d_busy.eq(0)
@@ -361,7 +371,7 @@ class GraphWalker(wiring.Component):
                 # not dispatched: its body runs here, iterations times
                 m.d.sync += [cond_node.eq(d_node), cond_first.eq(e.descriptor[:16]),
                              cond_count.eq(e.descriptor[16:]), cond_left.eq(e.iterations),
-                             cond_at.eq(self.now + self.cond_start),
+                             cond_gap.eq(cond_gap_now), cond_at.eq(self.now + cond_gap_now),
                              cstate_c.eq(Mux((e.iterations == 0) | (e.descriptor[16:] == 0),
                                              CondState.FINISH, CondState.WAIT))]
             with m.Elif(e.kind == GraphNodeKind.COPY):
@@ -471,7 +481,7 @@ class GraphWalker(wiring.Component):
                 with m.If((body_done == cond_count) & (cstate == CompletionState.IDLE)):
                     with m.If(cond_left > 1):
                         m.d.sync += [cond_left.eq(cond_left - 1), cstate_c.eq(CondState.WAIT),
-                                     cond_at.eq(self.now + self.cond_start)]
+                                     cond_at.eq(self.now + cond_gap)]
                     with m.Else():
                         m.d.sync += cstate_c.eq(CondState.FINISH)
 

@@ -569,6 +569,8 @@ class GlobalReg(enum.Enum, shape=5):
                            # its set-up
     GRAPH_PREPARE = 18     # ns of a graph launch's set-up done while it waits at the head of
                            # the walker's queue (GRAPH_START follows once the walker takes it)
+    COND_RECORD = 19       # ns a conditional node's iteration takes more per body node before
+                           # its roots are queued (a profiler's record of each body kernel)
 
 
 STATUS_BAD_CHANNEL = 1 << 0

@@ -529,6 +529,10 @@ SIMULATED = [
     # a WHILE conditional node's iteration on the device (unprofiled, the control kernel's
     # stamps): the set-up before its body's roots are queued
     ("cond_iteration_ns", "nocupti_cond_b1_m1000", "cond_iteration_us", (3000.0, 4500.0)),
+    # ... and what CUPTI adds to it per body node (it records the body's kernels one by one
+    # as each iteration launches them), profiled, on bodies of 1, 2 and 4 kernels
+    ("cupti_cond_record_ns", tuple(f"cond_b{b}_m100" for b in (1, 2, 4)), "cond_iteration_us",
+     (1500.0, 2000.0)),
     # device graph launch (unprofiled, in-kernel stamps): a fire-and-forget launch's start
     # on the device-launch walker (its call returned -> the graph's first kernel); the
     # device runtime's set-up of a host launch of a graph holding its code (queued host

@@ -118,12 +118,14 @@ FAMILIES = [
            _series(("graph_start_ns", "nocupti_condhost_b{size}_m1000_gate",
                     "cond_iteration_us"),
                    ("cond_iteration_ns", "nocupti_cond_b{size}_m1000", "cond_iteration_us"),
+                   ("cupti_cond_record_ns", "cond_b{size}_m100", "cond_iteration_us"),
                    ("device_graph_start_ns", "nocupti_dl_ff_b{size}_m100",
                     "dl_ret_to_first_us"),
                    ("device_runtime_start_ns", "nocupti_dl_host_b{size}_m100_gate",
                     "dl_ctrl_to_next_us"),
                    ("tail_launch_call_ns", "nocupti_dl_tail_b{size}_m100", "dl_period_us")),
-           ("graph_start_ns", "cond_iteration_ns", "device_graph_start_ns",
+           ("graph_start_ns", "cond_iteration_ns", "cupti_cond_record_ns",
+            "device_graph_start_ns",
             "device_runtime_start_ns", "tail_launch_call_ns")),
 ]
 

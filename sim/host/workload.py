@@ -280,8 +280,8 @@ OPS = {
         "`cudaGraphAddNode` of a conditional node (CUDA 12.4): appended to `graph` after all "
         "its current nodes, it runs graph `body`'s nodes `iterations` times each time the "
         "graph runs, each iteration started on the device (`cond_iteration_ns`; under "
-        "`--profiler cupti` the body is a device-runtime launch: `device_launch_call_ns` and "
-        "`cupti_device_launch_ns` more). The model does not compute the device-side "
+        "`--profiler cupti` `cupti_cond_record_ns` more per body node: CUPTI records the "
+        "body's kernels one by one). The model does not compute the device-side "
         "condition: `iterations` is its outcome.",
         {"graph": Field(str, REQUIRED, "the graph it is added to (captured, or made by "
                                        "`graph_create`)"),

@@ -205,6 +205,11 @@ class Params:
                                         "launch's set-up of a graph holding its code); a tail "
                                         "launch's call itself, measured, pays next to "
                                         "nothing")
+    cupti_cond_record_ns: float = _ns("CUPTI: each iteration of a conditional node takes this "
+                                      "much more per node of its body before the body's "
+                                      "roots start (CUPTI records the body's kernels one by "
+                                      "one, on the device runtime's stream: its cost follows "
+                                      "the body's kernels, not the iteration)")
     cupti_flush_ns: float = _ns("CUPTI: added to a PDL dependent's wait after its primary's "
                                 "exit (the primary's end record, written as its grid "
                                 "completes, goes out with the memory flush the dependent "
@@ -314,8 +319,8 @@ class Params:
                 GlobalReg.CP_SWITCH: round(self.cp_switch_ns),
                 GlobalReg.GRAPH_START: round(self.graph_start_ns),
                 GlobalReg.GRAPH_PREPARE: round(self.graph_prepare_ns),
-                GlobalReg.COND_START: round(self.cond_iteration_ns
-                                            + self.cupti_conditional_ns(profiled)),
+                GlobalReg.COND_START: round(self.cond_iteration_ns),
+                GlobalReg.COND_RECORD: round(self.cupti_cond_record_ns) if profiled else 0,
                 GlobalReg.DEVICE_START: round(self.device_graph_start_ns),
                 # a tail launch: the device runtime's launch work as the launching run
                 # completes, then the device graph's start
@@ -332,16 +337,6 @@ class Params:
         ``miss_ns`` for each node beyond those whose state fits the host's cache
         (``graph_cache_nodes``)."""
         return per_node_ns * nodes + miss_ns * max(nodes - self.graph_cache_nodes, 0)
-
-    def cupti_conditional_ns(self, profiled):
-        """What CUPTI adds to each iteration of a conditional node: traced, the driver runs
-        the body as a launch of the device runtime (the reference's body kernels are on the
-        device runtime's channel and stream, correlation 0; unprofiled ones are walked in
-        place), so each iteration pays the device runtime's launch work and CUPTI's
-        instrumentation of it."""
-        if not profiled:
-            return 0.0
-        return self.device_launch_call_ns + self.cupti_device_runtime_ns(profiled)
 
     def cupti_device_runtime_ns(self, profiled):
         """What CUPTI adds to each of the device runtime's operations (a fire-and-forget

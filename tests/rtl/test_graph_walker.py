@@ -1,5 +1,7 @@
 """The graph walker inside FrontEnd: a node table in host memory, one GRAPH_LAUNCH."""
 
+import pytest
+
 from gpufe.rtl.config import SMALL
 from gpufe.rtl.layouts import (Method, ChannelReg, ChannelState, ErrorCause, GlobalReg,
                                HOST_MEMORY_BASE)
@@ -169,6 +171,24 @@ def test_a_conditional_node_runs_its_body_iterations_times_then_its_successors()
             assert t1 - t0 > 300 + 100
         assert times[7] - times[6] > 100
         assert b.peek(b.dut.syncpoint.counter_data[0]) == launch
+
+
+def test_cond_record_adds_its_time_per_body_node_to_each_run():
+    """COND_RECORD (a profiler's record of each body kernel) lengthens every run's set-up by
+    its value times the body's nodes: the table's body has two."""
+    gaps = {}
+    for record in (0, 250):
+        b = FrontEndBench(SMALL)
+        b.mmio_write(mmio_global(GlobalReg.COND_START), 300)
+        b.mmio_write(mmio_global(GlobalReg.COND_RECORD), record)
+        b.setup_channel(0)
+        table = put_conditional_graph(b)
+        b.submit(0, graph_launch(PushBuffer(), table, 5))
+        b.run_until_idle()
+        times = [t for t, _, r in b.log.dispatches if r["graph"]][-8:]
+        gaps[record] = [times[3] - times[2], times[5] - times[4]]
+    for plain, recorded in zip(gaps[0], gaps[250]):
+        assert recorded - plain == pytest.approx(2 * 250, abs=2)
 
 
 def test_pending_counts_of_another_table_are_never_taken_for_this_ones():
