@@ -150,7 +150,7 @@ def test_scored_against_the_median_of_the_runs():
     assert row["spread"] == [10.0, 30.0] and row["bundled"] == 20.0
     assert row["rel_error"] == pytest.approx(-5 / 17)
     assert set(scored("x", "m", 1.0, [2.0])) == {"scenario", "metric", "model", "measured",
-                                                  "rel_error"}
+                                                  "rel_error", "side"}
     assert "median of 4 runs, 10.000 to 30.000" in format_table([row])
 
 
@@ -165,6 +165,34 @@ def test_compare_uses_the_runs_where_they_have_the_metric():
     assert gap["rel_error"] != 0
     plain = {r["metric"]: r for r in compare(name, bundled, bundled)}
     assert plain["median_gap_us"]["rel_error"] == 0 and "runs" not in plain["median_gap_us"]
+
+
+def test_host_figures_are_kept_apart_from_the_devices():
+    from gpufe.sim.analysis.validate import side_of
+    # API calls' time is the host's in any program; a host-bound program's gaps and spans
+    # too (it was recorded again for that), but not its kernels' own durations
+    assert side_of("chain_stream", "launch_api_us") == "host"
+    assert side_of("chain_stream", "median_gap_us") == "device"
+    assert side_of("xstream_t1", "median_gap_us") == "host"
+    assert side_of("fanout_c8_s64", "wall_per_rep_us") == "host"
+    assert side_of("fanout_c8_s64", "median_kernel_us") == "device"
+    assert side_of("replay_twostream", "step_us_unprofiled") == "host"
+    assert side_of("gupdate_n300", "gu_update_us") == "host"
+    assert side_of("gupdate_n300", "gu_update_launch_sync_us") == "device"
+
+
+def test_a_row_inside_its_recordings_spread_is_within_bounds():
+    from gpufe.sim.analysis.validate import error_summary, within_bounds
+    inside = scored("xstream_t1", "median_gap_us", 12.0, [20.0, 10.0, 14.0, 30.0])
+    outside = scored("xstream_t1", "median_gap_us", 9.0, [20.0, 10.0, 14.0, 30.0])
+    single = scored("chain_stream", "median_gap_us", 13.0, [20.0])
+    assert abs(inside["rel_error"]) > 0.25 and within_bounds(inside)
+    assert not within_bounds(outside) and not within_bounds(single)
+    s = error_summary([inside, outside, single])
+    assert s["over_25pct"] == 2 and s["in_spread"] == 1
+    table = format_table([inside, outside, single])
+    assert "(inside)" in table and "host-side: 2 comparisons" in table
+    assert "device-side: 1 comparisons" in table
 
 
 def test_repeated_torch_steps():
