@@ -103,6 +103,30 @@ def test_under_cupti_the_dependency_wait_ends_later_by_cupti_flush(params, graph
     assert lag["cupti"] == pytest.approx(params.pdl_flush_ns + params.cupti_flush_ns, abs=1)
 
 
+@pytest.mark.parametrize("ns", [5000, 50000])
+@pytest.mark.parametrize("graph", [False, True])
+def test_under_cupti_an_implicit_trigger_waits_for_a_stream_kernels_end_record(params, graph,
+                                                                              ns):
+    """A primary that never calls the trigger triggers as its grid completes. Under CUPTI a
+    stream kernel's completion follows its end timestamp's write: its dependent launches
+    cupti_kernel_ns later and no longer overlaps it (the H200, 5 and 50 us kernels: 0.10 us
+    after the recorded end); a graph's kernel node triggers through the walker's edge, as
+    unprofiled (0.06 us before)."""
+    w = chain(pdl(ns=ns), 12, graph)
+    launch = {}
+    for profiler in ("off", "cupti"):
+        ks = chain_kernels(simulate(w, params, backend="compiled", profiler=profiler).records,
+                           graph)
+        launch[profiler] = statistics.median(b["start"] - a["exit"] for a, b in zip(ks, ks[1:])
+                                             if "exit" in a)
+        gaps = [b["start"] - a["end"] for a, b in zip(ks, ks[1:])]
+        if profiler == "cupti":
+            assert (min(gaps) > 0) == (not graph)
+    extra = 0 if graph else params.cupti_kernel_ns
+    assert params.cupti_kernel_ns > 0
+    assert launch["cupti"] - launch["off"] == pytest.approx(extra, abs=2)
+
+
 def test_in_a_graph_the_pile_up_is_bounded_by_resident_kernels_only(params):
     ks = chain_kernels(run(chain(pdl(ns=2000, trigger_ns=0), 200, graph=True), params),
                        graph=True)
