@@ -58,7 +58,9 @@ def test_validate_writes_rows_and_a_plot(tmp_path, capsys):
                  "--json", str(js), "--plot", str(png)]) == 0
     rows = json.loads(js.read_text())["rows"]
     assert {r["scenario"] for r in rows} == {"graph_nodes10", "nocupti_graph_nodes10"}
-    assert set(rows[0]) == {"scenario", "metric", "model", "measured", "rel_error"}
+    assert set(rows[0]) == {"scenario", "metric", "model", "measured", "rel_error", "side"}
+    assert {r["side"] for r in rows if r["metric"] == "graph_launch_api_us"} == {"host"}
+    assert {r["side"] for r in rows if r["metric"] == "gpu_span_us"} == {"device"}
     for r in rows:
         assert r["rel_error"] == (r["model"] - r["measured"]) / abs(r["measured"])
     assert png.read_bytes()[:4] == b"\x89PNG"
