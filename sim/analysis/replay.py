@@ -273,13 +273,15 @@ def _capture_graph(name, nodes, deps, lanes, stream_of, kernel_op):
 
 
 def workload_from_trace(records, params, *, as_graph=False, profiler="off", name="replay",
-                        where=None, path=None, pdl=False, notes=None):
+                        where=None, path=None, pdl=False, notes=None, on_trace_host=False):
     """The trace's program as a workload (see the module's docstring). ``where``: for each
     record, its place in the trace (:func:`gpufe.sim.analysis.traces.read_trace_located`); the ops made from
     a record carry it (``"_at"``), for errors to name. ``pdl``: the trace's stream launches
     made with programmatic dependent launch (each kernel waiting for the one before it at its
     start, triggering as it exits): what PDL would save. ``notes``: a dict that gets what
-    became of the work no recorded call launched (:data:`UNLAUNCHED_NOTES`)."""
+    became of the work no recorded call launched (:data:`UNLAUNCHED_NOTES`).
+    ``on_trace_host``: an unprofiled replay's program on the host that recorded the trace,
+    as a profiled replay's is (:func:`replay_params`)."""
     sm_ns = params.block_overhead_ns + (params.cupti_kernel_ns if profiler == "cupti" else 0)
     graph_sm_ns = params.block_overhead_ns + (params.cupti_graph_kernel_ns
                                               if profiler == "cupti" else 0)
@@ -400,7 +402,7 @@ def workload_from_trace(records, params, *, as_graph=False, profiler="off", name
     after_call = params.cupti_call_gap_ns * scale
     per_record = params.profiler_op_ns * scale if profiler == "off" else 0.0
     # the program's own CPU time, on the host the replay runs on (replay_params)
-    speed = (scale if profiler == "cupti" else params.host_cpu_scale) / scale
+    speed = (scale if profiler == "cupti" or on_trace_host else params.host_cpu_scale) / scale
     modelled = False          # whether the call before was one the model makes (not a sleep)
     for i, (call, loc, w, w_loc) in enumerate(calls):
         if call.get("unrecorded"):
@@ -656,17 +658,19 @@ def trace_host_scale(records, params):
     return params.host_scale_for_launch(statistics.median(calls)) * params.host_cpu_scale
 
 
-def replay_params(records, params, profiler):
+def replay_params(records, params, profiler, on_trace_host=False):
     """The parameters a replay runs with: a profiled replay on the trace's own host
     (:func:`trace_host_scale`), so that its calls take what the trace's did; an unprofiled
-    one on ``params``'s host (the prediction for the program on it)."""
-    if profiler != "cupti":
+    one on ``params``'s host (the prediction for the program on it), or with
+    ``on_trace_host`` on the trace's too (what the profiler costs the program there: the
+    profiled replay's step over this one's)."""
+    if profiler != "cupti" and not on_trace_host:
         return params
     return params.with_overrides(host_cpu_scale=trace_host_scale(records, params))
 
 
 def prepare(path, params, *, as_graph=False, profiler="off", max_connections=None,
-            limits=True, trace=None, pdl=False):
+            limits=True, trace=None, pdl=False, on_trace_host=False):
     """(workload, steps) of a trace's replay, checked (:func:`gpufe.sim.host.workload.check_run`): every
     error names the trace and, where it comes from one event, the event (or line).
     ``trace``: (records, where) already read by :func:`gpufe.sim.analysis.traces.read_trace_located`."""
@@ -678,9 +682,10 @@ def prepare(path, params, *, as_graph=False, profiler="off", max_connections=Non
         w = parse_workload(workload_from_trace(records, params, as_graph=as_graph,
                                                profiler=profiler,
                                                name=records[0].get("scenario", "replay"),
-                                               where=where, path=path, pdl=pdl, notes=notes),
+                                               where=where, path=path, pdl=pdl, notes=notes,
+                                               on_trace_host=on_trace_host),
                            str(path), located=True)
-        check_run(w, replay_params(records, params, profiler), str(path),
+        check_run(w, replay_params(records, params, profiler, on_trace_host), str(path),
                   max_connections=max_connections, limits=limits)
     if notes.get("unlaunched"):
         # what became of the work no recorded call launched: step_summary reports it
@@ -689,14 +694,16 @@ def prepare(path, params, *, as_graph=False, profiler="off", max_connections=Non
 
 
 def replay(path, params, *, as_graph=False, profiler="off", backend="compiled",
-           progress=False, max_connections=None, trace=None, pdl=False, compute="aggregate"):
+           progress=False, max_connections=None, trace=None, pdl=False, compute="aggregate",
+           on_trace_host=False):
     """(result, steps) of simulating a trace's program (``compute``: the compute engine, as
-    :func:`gpufe.sim.run.simulate` takes it)."""
+    :func:`gpufe.sim.run.simulate` takes it; ``on_trace_host``: :func:`replay_params`)."""
     from gpufe.sim.run import simulate
     trace = trace or read_trace_located(path)
     w, steps = prepare(path, params, as_graph=as_graph, profiler=profiler,
-                       max_connections=max_connections, trace=trace, pdl=pdl)
-    params = replay_params(trace[0], params, profiler)
+                       max_connections=max_connections, trace=trace, pdl=pdl,
+                       on_trace_host=on_trace_host)
+    params = replay_params(trace[0], params, profiler, on_trace_host)
     return simulate(w, params, max_connections, backend=backend, profiler=profiler,
                     progress=progress, compute=compute), steps
 
@@ -784,7 +791,7 @@ def replay_rows(name, params, backend="compiled", device="h200"):
     import gzip
     import json
     from gpufe.sim.analysis.scenarios import HERE
-    from gpufe.sim.analysis.validate import repeated_steps_us, scored
+    from gpufe.sim.analysis.validate import profiler_ratios, repeated_steps_us, scored
     trace, summary, variant = REPLAYS[name]
     path, spath = HERE / device / trace, HERE / device / summary
     raw = spath.read_bytes()
@@ -792,16 +799,26 @@ def replay_rows(name, params, backend="compiled", device="h200"):
     located = read_trace_located(path)
     rows = []
 
+    def step(as_graph, profiler, on_trace_host=False):
+        result, steps = replay(path, params, as_graph=as_graph, profiler=profiler,
+                               backend=backend, trace=located, on_trace_host=on_trace_host)
+        return per_step_us(result.records, steps)
+
     def row(metric, as_graph, profiler, measured, runs=()):
         if measured is None:
             return
-        result, steps = replay(path, params, as_graph=as_graph, profiler=profiler,
-                               backend=backend, trace=located)
-        model = per_step_us(result.records, steps)
-        rows.append(scored(name, metric, model, [measured, *runs]))
+        rows.append(scored(name, metric, step(as_graph, profiler), [measured, *runs]))
 
     steps = count_steps(path, located[0])
     row("step_us", False, "cupti", per_step_us(located[0], steps))
+    if name in REPEATED_STEPS:
+        # what the profiler costs the program: the profiled step over the unprofiled one,
+        # both on the trace's host, against the ratio each step_cost process measured
+        ratios = profiler_ratios(REPEATED_STEPS[name], variant, device)
+        if ratios:
+            rows.append(scored(name, "profiler_ratio",
+                               rows[-1]["model"] / step(False, "off", on_trace_host=True),
+                               ratios))
     # the bundled traces' own programs were measured again, unprofiled, five processes over
     # (probe third_recording): scored against the median of every round
     again = (repeated_steps_us(REPEATED_STEPS[name], variant, device)

@@ -94,7 +94,7 @@ HOST_METRICS = frozenset({
     "launch_api_us", "graph_launch_api_us", "event_record_api_us", "queued_to_submitted_us",
     "thread_launch_us", "threads_launches_per_us", "gu_capture_us", "gu_instantiate_us",
     "gu_set_per_node_us", "gu_update_capture_us", "gu_update_us", "gu_destroy_us",
-    "gu_reinstantiate_us"})
+    "gu_reinstantiate_us", "profiler_ratio"})
 #: figures of the device alone, whatever rules the program's pace
 DEVICE_METRICS = frozenset({
     "median_kernel_us", "max_concurrent", "channels_used", "submitted_to_start_us",
@@ -162,6 +162,23 @@ def repeated_steps_us(program, variant, device="h200"):
         v = json.loads(p.read_text())["variants"].get(variant)
         if v:
             out += v["off_us"]
+    return out
+
+
+def profiler_ratios(program, variant, device="h200"):
+    """torch.profiler's cost as each process measured it: per step_cost run of a torch2
+    program's variant (probe ``torch_profiler_cost``, pinned and not, then the repeated runs),
+    the median profiled step over the median unprofiled one, both timed in that process on
+    one vCPU."""
+    from gpufe.sim.analysis.scenarios import HERE
+    paths = sorted((HERE / device / "probes" / "torch_profiler_cost")
+                   .glob(f"steps_{program}*.json"))
+    paths += sorted((HERE / device / REPEATS).glob(f"steps_{program}_r*.json"))
+    out = []
+    for p in paths:
+        v = json.loads(p.read_text())["variants"].get(variant)
+        if v:
+            out.append(statistics.median(v["on_us"]) / statistics.median(v["off_us"]))
     return out
 
 

@@ -283,6 +283,15 @@ def test_a_trace_from_a_slower_host_is_replayed_unprofiled_on_the_sets_host(tmp_
     gap = (60.0 - 10.0 - slow) * 1e3
     assert [op["ns"] for op in w["program"] if op["op"] == "host_sleep"] == \
         [pytest.approx((gap - 2 * params.cupti_call_gap_ns) / 2, abs=1)]
+    # on the trace's own host the CPU time stays as recorded (less the profiler's, at that
+    # host's speed), and the calls run at its speed
+    w, _ = prepare(p, params, profiler="off", on_trace_host=True)
+    assert [op["ns"] for op in w["program"] if op["op"] == "host_sleep"] == \
+        [pytest.approx(gap - 2 * params.cupti_call_gap_ns, abs=1)]
+    from gpufe.sim.analysis.replay import replay_params
+    assert replay_params(read_trace(p), params, "off", on_trace_host=True).host_cpu_scale == \
+        pytest.approx(2.0, rel=1e-3)
+    assert replay_params(read_trace(p), params, "off").host_cpu_scale == 1.0
 
 
 def test_memsets_are_replayed_in_their_stream():
@@ -298,11 +307,17 @@ def test_the_replay_scenarios_validate_the_profiled_step():
     got = {(r["scenario"], r["metric"]): r for r in rows}
     assert set(got) == {("replay_twostream", "step_us"),
                         ("replay_twostream", "step_us_unprofiled"),
+                        ("replay_twostream", "profiler_ratio"),
                         ("replay_mlp_w256_d4_graph", "step_us"),
                         ("replay_mlp_w256_d4_graph", "step_us_unprofiled")}
     assert got[("replay_twostream", "step_us")]["measured"] == pytest.approx(2058.4, abs=0.1)
     assert abs(got[("replay_twostream", "step_us")]["rel_error"]) <= 0.10
     assert abs(got[("replay_mlp_w256_d4_graph", "step_us")]["rel_error"]) <= 0.15
+    # the profiler's cost on the trace's host against each step_cost process's (7 runs)
+    ratio = got[("replay_twostream", "profiler_ratio")]
+    assert ratio["runs"] == 7 and ratio["side"] == "host"
+    assert ratio["measured"] == pytest.approx(1.229, abs=1e-3)
+    assert abs(ratio["rel_error"]) <= 0.10
 
 
 def test_kinetos_stream_wait_records_name_the_streams(tmp_path):
