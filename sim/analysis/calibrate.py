@@ -31,7 +31,7 @@ from gpufe.sim.params import load, BASE
 from gpufe.sim.analysis.scenarios import scenario_paths, workload_from_header, HERE
 from gpufe.sim.analysis.traces import read_fe_trace, read_trace
 from gpufe.sim.analysis.validate import (run_scenario, measured_metrics, all_metrics,
-                                         recorded_host_scale)
+                                         recorded_host_scale, step_cost_runs)
 from gpufe.sim.run import simulate
 
 #: probe traces (``reference/h200/probes/<probe>/<trace>``, not validation scenarios: the
@@ -205,15 +205,14 @@ def profiler_op_ns(params):
     for the calls its trace makes a step, over the trace's operator records a step; the
     median over programs and runs."""
     per = []
-    for path in sorted((HERE / "h200" / "probes" / "torch_profiler_cost")
-                       .glob("steps_*.json")):
-        probe = json.loads(path.read_text())
-        for variant, trace in PROFILER_STEP_TRACES[probe["program"]].items():
-            v = probe["variants"][variant]
-            launches, calls, ops = _calls_per_step(trace)
-            cupti = (launches * (params.cupti_launch_ns + params.cupti_call_gap_ns)
-                     + calls * params.cupti_call_gap_ns)
-            per.append(((v["on_median_us"] - v["off_median_us"]) * 1e3 - cupti) / ops)
+    for program, traces in PROFILER_STEP_TRACES.items():
+        for probe in step_cost_runs(program, repeats=False):
+            for variant, trace in traces.items():
+                v = probe["variants"][variant]
+                launches, calls, ops = _calls_per_step(trace)
+                cupti = (launches * (params.cupti_launch_ns + params.cupti_call_gap_ns)
+                         + calls * params.cupti_call_gap_ns)
+                per.append(((v["on_median_us"] - v["off_median_us"]) * 1e3 - cupti) / ops)
     return max(statistics.median(per), 0.0)
 
 

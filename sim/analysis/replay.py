@@ -810,14 +810,15 @@ def replay_rows(name, params, backend="compiled", device="h200"):
         rows.append(scored(name, metric, step(as_graph, profiler), [measured, *runs]))
 
     steps = count_steps(path, located[0])
-    row("step_us", False, "cupti", per_step_us(located[0], steps))
+    profiled = step(False, "cupti")
+    rows.append(scored(name, "step_us", profiled, [per_step_us(located[0], steps)]))
     if name in REPEATED_STEPS:
         # what the profiler costs the program: the profiled step over the unprofiled one,
         # both on the trace's host, against the ratio each step_cost process measured
         ratios = profiler_ratios(REPEATED_STEPS[name], variant, device)
         if ratios:
             rows.append(scored(name, "profiler_ratio",
-                               rows[-1]["model"] / step(False, "off", on_trace_host=True),
+                               profiled / step(False, "off", on_trace_host=True),
                                ratios))
     # the bundled traces' own programs were measured again, unprofiled, five processes over
     # (probe third_recording): scored against the median of every round

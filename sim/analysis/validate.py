@@ -152,34 +152,35 @@ def repeated_metrics(name, device="h200"):
                  for p in repeat_paths(name, device))
 
 
+def step_cost_runs(program, device="h200", probe=True, repeats=True):
+    """Every step_cost process's result for a torch2 program: probe ``torch_profiler_cost``'s
+    runs (pinned to a CPU and not) when ``probe``, then the repeated runs (probe
+    third_recording) when ``repeats``; each a dict of its variants' rounds (``off_us``,
+    ``on_us`` and their medians), timed in that process on one vCPU."""
+    from gpufe.sim.analysis.scenarios import HERE
+    paths = []
+    if probe:
+        paths += sorted((HERE / device / "probes" / "torch_profiler_cost")
+                        .glob(f"steps_{program}*.json"))
+    if repeats:
+        paths += sorted((HERE / device / REPEATS).glob(f"steps_{program}_r*.json"))
+    return [json.loads(p.read_text()) for p in paths]
+
+
 def repeated_steps_us(program, variant, device="h200"):
     """Every round's unprofiled step (us) of a torch2 program's variant in the repeated
     step_cost runs (each a process: rounds of synchronised steps without and with the
     profiler, interleaved)."""
-    from gpufe.sim.analysis.scenarios import HERE
-    out = []
-    for p in sorted((HERE / device / REPEATS).glob(f"steps_{program}_r*.json")):
-        v = json.loads(p.read_text())["variants"].get(variant)
-        if v:
-            out += v["off_us"]
-    return out
+    return [us for run in step_cost_runs(program, device, probe=False)
+            for us in run["variants"].get(variant, {}).get("off_us", ())]
 
 
 def profiler_ratios(program, variant, device="h200"):
     """torch.profiler's cost as each process measured it: per step_cost run of a torch2
-    program's variant (probe ``torch_profiler_cost``, pinned and not, then the repeated runs),
-    the median profiled step over the median unprofiled one, both timed in that process on
-    one vCPU."""
-    from gpufe.sim.analysis.scenarios import HERE
-    paths = sorted((HERE / device / "probes" / "torch_profiler_cost")
-                   .glob(f"steps_{program}*.json"))
-    paths += sorted((HERE / device / REPEATS).glob(f"steps_{program}_r*.json"))
-    out = []
-    for p in paths:
-        v = json.loads(p.read_text())["variants"].get(variant)
-        if v:
-            out.append(statistics.median(v["on_us"]) / statistics.median(v["off_us"]))
-    return out
+    program's variant, the median profiled step over the median unprofiled one."""
+    return [statistics.median(v["on_us"]) / statistics.median(v["off_us"])
+            for run in step_cost_runs(program, device)
+            if (v := run["variants"].get(variant))]
 
 
 _MEASURED = {}
