@@ -384,10 +384,7 @@ class ComputeEngine(ComputeRules):
         """``k``'s last block ended (key: its end, scheduled at): its completion goes out
         ``kernel_end_ns`` later, scheduled as of that end."""
         self.resident -= 1
-        end = self.p.kernel_end_ns
-        if self.profiled:
-            end += self.p.cupti_graph_kernel_ns if k.graph else self.p.cupti_kernel_ns
-        self.ev.at_as_of(key[0] + ps(end), key[0], self._kernel_done, k)
+        self.ev.at_as_of(key[0] + ps(self.end_ns(k)), key[0], self._kernel_done, k)
 
     # -- planning a chunk ---------------------------------------------------------------------------
 
