@@ -303,15 +303,18 @@ def graph_host_scale(params, measured_us, model_us):
     return fast if measured_us < model_us * math.sqrt(fast) else 1.0
 
 
-#: (scenario, params, backend, device) -> the host scale its graph launches told
-_GRAPH_TOLD = {}
-
-
 def run_scenario(name, params, backend="compiled", device="h200"):
     """Model metrics of one scenario (run with :func:`scenario_params`), and the run's wall
-    time. A profiled scenario whose trace has graph launches and no plain launch to tell its
-    vCPU by runs at the set's speed first, then again at the fast vCPU's if its graph
-    launches tell one (:func:`graph_host_scale`)."""
+    time (:func:`run_scenario_at` also says at what speed it ran)."""
+    model, wall, _ = run_scenario_at(name, params, backend, device)
+    return model, wall
+
+
+def run_scenario_at(name, params, backend="compiled", device="h200"):
+    """:func:`run_scenario`, and the parameters the model ran with. A profiled scenario whose
+    trace has graph launches and no plain launch to tell its vCPU by runs at the set's speed
+    first, then again at the fast vCPU's if its graph launches tell one
+    (:func:`graph_host_scale`)."""
     from gpufe.sim.analysis.scenarios import program_of
     w = load_workload(scenario_paths(name, device)[0])
     p = scenario_params(name, params, device)
@@ -326,17 +329,10 @@ def run_scenario(name, params, backend="compiled", device="h200"):
     if (p is params and graph_api is not None and profiler_of(name) == "cupti"
             and _launch_told(name, device) is None):
         scale = graph_host_scale(params, graph_api, model.get("graph_launch_api_us"))
-        _GRAPH_TOLD[name, params, backend, device] = scale
         if scale != 1.0:
-            model = run(params.with_overrides(host_cpu_scale=params.host_cpu_scale * scale))
-    return model, time.perf_counter() - t0
-
-
-def ran_fast(name, params, backend="compiled", device="h200"):
-    """Whether :func:`run_scenario` ran scenario ``name`` at a fast vCPU's speed (after it
-    ran)."""
-    return (scenario_params(name, params, device) is not params
-            or _GRAPH_TOLD.get((name, params, backend, device), 1.0) != 1.0)
+            p = params.with_overrides(host_cpu_scale=params.host_cpu_scale * scale)
+            model = run(p)
+    return model, time.perf_counter() - t0, p
 
 
 def validation_names(device="h200"):
@@ -356,10 +352,10 @@ def validate(params, names=None, backend="compiled", device="h200", log=None):
             got = replay_rows(name, params, backend, device)
             wall, fast = time.perf_counter() - t0, False
         else:
-            model, wall = run_scenario(name, params, backend, device)
+            model, wall, ran = run_scenario_at(name, params, backend, device)
             got = compare(name, model, measured_metrics(name, device),
                           repeated_metrics(name, device))
-            fast = ran_fast(name, params, backend, device)
+            fast = ran is not params
         rows += got
         if log:
             worst = max((abs(r["rel_error"]) for r in got), default=0)

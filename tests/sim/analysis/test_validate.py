@@ -80,19 +80,19 @@ def test_a_trace_without_plain_launches_is_run_at_the_speed_its_graph_launches_t
     vCPU, 195 on a fast one) and 491 in another: the first is run on a fast vCPU, and its
     launch then lands within 5%; the second stays on a slow one. A trace with plain launches
     is told by those (a graph launch says nothing more)."""
-    from gpufe.sim.analysis.validate import (graph_host_scale, run_scenario, ran_fast,
+    from gpufe.sim.analysis.validate import (graph_host_scale, run_scenario_at,
                                              measured_metrics)
     p = load("h200")
     fast = p.host_fast_cpu_scale
     assert graph_host_scale(p, 0.99 * 374 * fast ** 0.5, 374) == fast
     assert graph_host_scale(p, 1.01 * 374 * fast ** 0.5, 374) == 1.0
     assert graph_host_scale(p, None, 374) == graph_host_scale(p, 200, None) == 1.0
-    model, _ = run_scenario("pdl_stamp_p0_t0_ns2000_g1", p)
-    assert ran_fast("pdl_stamp_p0_t0_ns2000_g1", p)
+    model, _, ran = run_scenario_at("pdl_stamp_p0_t0_ns2000_g1", p)
+    assert ran.host_cpu_scale == fast
     measured = measured_metrics("pdl_stamp_p0_t0_ns2000_g1")["graph_launch_api_us"]
     assert model["graph_launch_api_us"] == pytest.approx(measured, rel=0.05)
-    model, _ = run_scenario("pdl_stamp_p1_t1_ns50000_g1", p)
-    assert not ran_fast("pdl_stamp_p1_t1_ns50000_g1", p)
+    model, _, ran = run_scenario_at("pdl_stamp_p1_t1_ns50000_g1", p)
+    assert ran is p
     assert model["graph_launch_api_us"] > 350
-    run_scenario("dl_host_b1_m100_gate", p)          # its gate kernel's launch tells
-    assert not ran_fast("dl_host_b1_m100_gate", p)
+    _, _, ran = run_scenario_at("dl_host_b1_m100_gate", p)   # its gate kernel's launch tells
+    assert ran is p
