@@ -270,8 +270,8 @@ def graph_update_fit(cupti_gap_ns, sizes=GUPDATE_FIT_SIZES):
     With CUPTI, its time per node of an update, a destroy, a re-instantiation and each
     SetParams call (``cupti_gap_ns`` after each call, then this per node: the median over
     the calls and sizes of what each profiled call took more, per node); what a process's
-    first capture costs more. ``sizes``: the graph sizes fitted on (cross-validation leaves some out; at least
-    three)."""
+    first capture costs more. ``sizes``: the graph sizes fitted on (cross-validation leaves
+    some out; at least three)."""
     off = {n: _trace(f"nocupti_gupdate_n{n}") for n in sizes}
     on = {n: _trace(f"gupdate_n{n}") for n in sizes}
 
@@ -354,8 +354,9 @@ def pdl_window():
 PDL_PATH_NS = 1000
 
 
-#: the thread counts the calibration fits the threads' contention on
-THREADS_FIT_SIZES = (2, 4, 8)
+#: the thread counts the calibration fits the threads' contention on: every one recorded
+#: (the second set's 2, 4, 8 and the third recording's 3, 6, 12; ``--cv`` leaves ends out)
+THREADS_FIT_SIZES = (2, 3, 4, 6, 8, 12)
 
 
 def threads_fit(sizes=THREADS_FIT_SIZES):
@@ -364,7 +365,8 @@ def threads_fit(sizes=THREADS_FIT_SIZES):
     7): a line whose intercept is ``thread_contention_ns`` and slope
     ``thread_contention_per_thread_ns``: cache lines moving between CPUs, whatever the vCPU's
     speed (the profiled series, recorded on a slow vCPU, adds as much per thread; it and the
-    shared-stream runs are left to validation). ``sizes``: the thread counts fitted on."""
+    shared-stream runs are left to validation). ``sizes``: the thread counts fitted on
+    (every one recorded, 2 to 12 threads)."""
     from gpufe.sim.analysis.validate import THREADS_ONE
     from gpufe.sim.analysis.metrics import scenario_metrics
     one = scenario_metrics(_trace(THREADS_ONE), "threads")["thread_launch_us"]
@@ -380,7 +382,7 @@ def lock_wake_ns(after_release_ns, sizes=THREADS_FIT_SIZES):
     """A sleeping waiter's wake-up on a driver lock, from fe_trace2 threads on one shared
     stream (profiled: the launch records carry their thread): the launch calls' end-to-end
     interval where the lock went to another thread, over the interval between two calls of
-    one thread (median each; median over 2, 4 and 8 threads), is the wake-up less what the
+    one thread (median each; median over the thread counts), is the wake-up less what the
     thread that kept it does between its release and its next call's acquire
     (``after_release_ns``: CUPTI's time inside and after the call, on that slow vCPU).
     ``sizes``: the thread counts."""
@@ -466,6 +468,11 @@ def device_launch_fit():
             "cupti_device_launch_ns": call[""] - call["nocupti_"]}
 
 
+#: the PDL kernel lengths (ns) and the conditional and device-launched body sizes (kernels)
+#: the calibration fits on: every one recorded (``--cv`` leaves ends out)
+PDL_FIT_NS = (2000, 5000, 50000)
+BODY_FIT_SIZES = (1, 2, 4)
+
 #: (parameter, scenario, metric, first two guesses): fitted in this order
 SIMULATED = [
     ("block_overhead_ns", "nocupti_chain_gate_g1", "wall_per_rep_us", (300.0, 550.0)),
@@ -494,8 +501,8 @@ SIMULATED = [
     # walker has taken it, on launches queued behind a gate (the body graph of cond, each
     # taken as the one before completes), then the part before, from the wall time of a
     # short graph launched alone, unprofiled
-    ("graph_start_ns", "nocupti_condhost_b1_m1000_gate", "cond_iteration_us",
-     (1000.0, 2000.0)),
+    ("graph_start_ns", tuple(f"nocupti_condhost_b{b}_m1000_gate" for b in BODY_FIT_SIZES),
+     "cond_iteration_us", (1000.0, 2000.0)),
     ("graph_prepare_ns", "nocupti_graph_nodes10", "wall_per_rep_us", (300.0, 900.0)),
     # the host scheduler: the PBDMA's context switch (save and load, one value each: the
     # traces give their sum) on four and eight busy channels (more than the PBDMAs: each
@@ -517,30 +524,35 @@ SIMULATED = [
     # PDL (stamps, unprofiled): the dependent's launch after its primary's trigger, on chains
     # of empty kernels, stream and graph, triggering as they exit or at once (one value for
     # the four, as for the context switch above); then the dependency wait's end after the
-    # primary's exit, on the early-trigger chains of 2 us kernels, stream and graph
+    # primary's exit, on the early-trigger chains of 2, 5 and 50 us kernels, stream and graph
     ("pdl_launch_ns", tuple(f"nocupti_pdl_stamp_p1_t{t}_ns0_g{g}" for t in (0, 1)
                             for g in (0, 1)), "pdl_exit_period_us", (300.0, 600.0)),
-    ("pdl_flush_ns", tuple(f"nocupti_pdl_stamp_p1_t1_ns2000_g{g}" for g in (0, 1)),
-     "pdl_dep_latency_us", (200.0, 500.0)),
+    ("pdl_flush_ns", tuple(f"nocupti_pdl_stamp_p1_t1_ns{ns}_g{g}" for ns in PDL_FIT_NS
+                           for g in (0, 1)), "pdl_dep_latency_us", (200.0, 500.0)),
     # ... and what CUPTI adds to that wait, on the same chains profiled
-    ("cupti_flush_ns", tuple(f"pdl_stamp_p1_t1_ns2000_g{g}" for g in (0, 1)),
-     "pdl_dep_latency_us", (0.0, 150.0)),
+    ("cupti_flush_ns", tuple(f"pdl_stamp_p1_t1_ns{ns}_g{g}" for ns in PDL_FIT_NS
+                             for g in (0, 1)), "pdl_dep_latency_us", (0.0, 150.0)),
     # a WHILE conditional node's iteration on the device (unprofiled, the control kernel's
-    # stamps): the set-up before its body's roots are queued
-    ("cond_iteration_ns", "nocupti_cond_b1_m1000", "cond_iteration_us", (3000.0, 4500.0)),
+    # stamps, bodies of 1, 2 and 4 kernels): the set-up before its body's roots are queued
+    ("cond_iteration_ns", tuple(f"nocupti_cond_b{b}_m1000" for b in BODY_FIT_SIZES),
+     "cond_iteration_us", (3000.0, 4500.0)),
     # ... and what CUPTI adds to it per body node (it records the body's kernels one by one
     # as each iteration launches them), profiled, on bodies of 1, 2 and 4 kernels
-    ("cupti_cond_record_ns", tuple(f"cond_b{b}_m100" for b in (1, 2, 4)), "cond_iteration_us",
-     (1500.0, 2000.0)),
+    ("cupti_cond_record_ns", tuple(f"cond_b{b}_m100" for b in BODY_FIT_SIZES),
+     "cond_iteration_us", (1500.0, 2000.0)),
     # device graph launch (unprofiled, in-kernel stamps): a fire-and-forget launch's start
     # on the device-launch walker (its call returned -> the graph's first kernel); the
     # device runtime's set-up of a host launch of a graph holding its code (queued host
     # launches: the control kernel -> the next launch's first kernel); a tail launch's call
-    # in the launching kernel (the tail self-relaunch's period)
-    ("device_graph_start_ns", "nocupti_dl_ff_b1_m100", "dl_ret_to_first_us", (500.0, 900.0)),
-    ("device_runtime_start_ns", "nocupti_dl_host_b1_m100_gate", "dl_ctrl_to_next_us",
+    # in the launching kernel (the tail self-relaunch's period); each on bodies of 1, 2 and 4
+    # stamping kernels
+    ("device_graph_start_ns", tuple(f"nocupti_dl_ff_b{b}_m100" for b in BODY_FIT_SIZES),
+     "dl_ret_to_first_us", (500.0, 900.0)),
+    ("device_runtime_start_ns",
+     tuple(f"nocupti_dl_host_b{b}_m100_gate" for b in BODY_FIT_SIZES), "dl_ctrl_to_next_us",
      (3000.0, 4000.0)),
-    ("tail_launch_call_ns", "nocupti_dl_tail_b1_m100", "dl_period_us", (1000.0, 2000.0)),
+    ("tail_launch_call_ns", tuple(f"nocupti_dl_tail_b{b}_m100" for b in BODY_FIT_SIZES),
+     "dl_period_us", (1000.0, 2000.0)),
 ]
 
 

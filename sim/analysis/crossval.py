@@ -84,7 +84,7 @@ def _expand(name):
 
 
 FAMILIES = [
-    Family("gupdate", "graph nodes n", (10, 30, 100, 300, 3000),
+    Family("gupdate", "graph nodes n", cal.GUPDATE_FIT_SIZES,
            r"(nocupti_)?gupdate_n{size}", _gupdate,
            ("graph_cache_nodes", "graph_set_params_cpu_ns", "graph_update_cpu_ns",
             "graph_update_per_node_ns", "graph_update_miss_ns", "graph_exec_destroy_cpu_ns",
@@ -93,7 +93,7 @@ FAMILIES = [
             "graph_upload_per_node_ns", "graph_upload_miss_ns", "capture_miss_ns",
             "cupti_graph_update_node_ns", "capture_call_cpu_ns", "begin_capture_cpu_ns",
             "end_capture_cpu_ns", "capture_first_cpu_ns", "capture_grow_per_node_ns")),
-    Family("threads", "host threads T", (2, 3, 4, 6, 8, 12),
+    Family("threads", "host threads T", cal.THREADS_FIT_SIZES,
            r"(nocupti_)?threads_T{size}_sh[01]", _threads,
            ("thread_contention_ns", "thread_contention_per_thread_ns", "lock_wake_ns")),
     Family("graph_nodes", "graph nodes", (10, 100, 1000),
@@ -107,12 +107,12 @@ FAMILIES = [
            r"hyperq_c\d+_s{size}_o0",
            _series(("stamp_hold_ns", "hyperq_c8_s{size}_o0", "median_gap_us")),
            ("stamp_hold_ns",)),
-    Family("pdl", "kernel length ns", (2000, 5000, 50000),
+    Family("pdl", "kernel length ns", cal.PDL_FIT_NS,
            r"(nocupti_)?pdl_stamp_p\d_t\d_ns{size}_g\d",
            _series(("pdl_flush_ns", "nocupti_pdl_stamp_p1_t1_ns{size}_g{0,1}",
                     "pdl_dep_latency_us")),
            ("pdl_flush_ns",)),
-    Family("body", "body kernels b", (1, 2, 4),
+    Family("body", "body kernels b", cal.BODY_FIT_SIZES,
            r"(nocupti_)?(cond|condhost|dl_ff|dl_host|dl_hostplain|dl_tail|dl_tailff)"
            r"_b{size}_m\d+(_gate)?",
            _series(("graph_start_ns", "nocupti_condhost_b{size}_m1000_gate",
