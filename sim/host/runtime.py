@@ -248,7 +248,7 @@ class Runtime:
         idx = len(self.streams)
         if self.sim.next_syncpoint >= self.cfg.syncpoints:
             raise ApiError(f"more streams than syncpoints ({self.cfg.syncpoints})")
-        ch = self.umd.stream_channel(idx)
+        ch = self.umd.stream_channel()
         s = Stream(name, STREAM_ID_BASE + idx, priority, ch, syncpoint=self.sim.take_syncpoint(),
                    host_sem=self.sim.mem.alloc(16, align=16))
         s.tracking = self.sim.track_syncpoint(s.syncpoint)
@@ -333,12 +333,13 @@ class Runtime:
                            f"device only from kernels of a graph (capture the launch; count 0: "
                            f"the code is there but not called)")
         start, corr = self.now(), self.timeline.correlation_id()
-        ch = s.channel
         threads = block[0] * block[1] * block[2]
         if not 0 < threads <= self.p.max_threads_per_sm:
             raise ApiError(f"block {block} has {threads} threads; 1..{self.p.max_threads_per_sm}")
         if self.threaded:
             yield from self._launch_locked(s)
+        ch = self.umd.launch_channel(s, s.launched)
+        s.launched = True
         desc = self.umd.take_descriptor()     # the engine gives it back once it has read it
         pb = PushBuffer()
         primary = pdl_primary(s, ch) if pdl else None
@@ -349,6 +350,7 @@ class Runtime:
         self.profiler.stamp_submitted(pb, s.id, corr)
         pb.launch(desc)
         release = release_on_completion(s, ch)
+        s.channel = ch          # ordered behind the stream's earlier work, wherever that was
         s.after_kernel = True
         yield ("cpu", self.p.launch_encode_ns)
         self.sim.mem.write_dwords(desc, launch_descriptor(

@@ -35,7 +35,7 @@ class Stream:
     name: str
     id: int
     priority: int                   # CUDA: 0 least, negative greater
-    channel: object                 # its compute channel (umd.Channel)
+    channel: object                 # its compute channel (umd.Channel; a launch may move it)
     syncpoint: int
     work: int = 0                   # releases of its syncpoint so far
     last_channel: object = None     # channel of its latest work
@@ -57,6 +57,7 @@ class Stream:
     # needs no acquire (its set-up starts while the one before runs)
     after_graph: bool = False
     lock: object = None             # the driver's lock on it (runtime.DriverLock)
+    launched: bool = False          # a kernel has been launched into it (not captured)
 
 
 def acquire(cfg, pb, syncpoint, value):
