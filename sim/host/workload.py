@@ -90,7 +90,9 @@ OPS = {
     "stream_create": Op(
         "`cudaStreamCreateWithPriority`: a stream, mapped round robin onto the "
         "`max_connections` compute channels (the n-th stream onto channel n mod "
-        "max_connections) and given a syncpoint of its own.",
+        "max_connections) and given a syncpoint of its own. With more streams than "
+        "channels, a kernel launch that finds another stream's launch on its stream's "
+        "channel since the stream's own moves the stream to the round robin's next channel.",
         {"name": Field(str, REQUIRED, "the stream's name, which the other ops refer to; "
                                       "unique among streams"),
          "priority": Field(_INT, 0, "CUDA's stream priority: 0 is the least, a negative "
