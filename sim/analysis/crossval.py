@@ -74,6 +74,15 @@ def _series(*fits):
     return refit
 
 
+def _direct_then(direct, series):
+    """A refit of parameters read straight off the kept sizes' traces (``direct(sizes)``, as
+    the calibration's direct stage), then of simulated ones (``series``) on top of them."""
+    def refit(params, sizes, backend):
+        out = {k: cal.rounded(k, x) for k, x in direct(sizes).items()}
+        return {**out, **series(params.with_overrides(**out), sizes, backend)}
+    return refit
+
+
 def _expand(name):
     """``a_g{0,1}`` -> a_g0, a_g1 (the scenario names of a size)."""
     m = re.search(r"\{([^}]*)\}", name)
@@ -115,7 +124,7 @@ FAMILIES = [
     Family("body", "body kernels b", cal.BODY_FIT_SIZES,
            r"(nocupti_)?(cond|condhost|dl_ff|dl_host|dl_hostplain|dl_tail|dl_tailff)"
            r"_b{size}_m\d+(_gate)?",
-           _series(("graph_start_ns", "nocupti_condhost_b{size}_m1000_gate",
+           _direct_then(cal.device_launch_fit, _series(("graph_start_ns", "nocupti_condhost_b{size}_m1000_gate",
                     "cond_iteration_us"),
                    ("cond_iteration_ns", "nocupti_cond_b{size}_m1000", "cond_iteration_us"),
                    ("cupti_cond_record_ns", "cond_b{size}_m100", "cond_iteration_us"),
@@ -123,9 +132,9 @@ FAMILIES = [
                     "dl_ret_to_first_us"),
                    ("device_runtime_start_ns", "nocupti_dl_host_b{size}_m100_gate",
                     "dl_ctrl_to_next_us"),
-                   ("tail_launch_call_ns", "nocupti_dl_tail_b{size}_m100", "dl_period_us")),
-           ("graph_start_ns", "cond_iteration_ns", "cupti_cond_record_ns",
-            "device_graph_start_ns",
+                   ("tail_launch_call_ns", "nocupti_dl_tail_b{size}_m100", "dl_period_us"))),
+           ("device_launch_call_ns", "cupti_device_launch_ns", "graph_start_ns",
+            "cond_iteration_ns", "cupti_cond_record_ns", "device_graph_start_ns",
             "device_runtime_start_ns", "tail_launch_call_ns")),
 ]
 

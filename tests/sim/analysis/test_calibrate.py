@@ -65,3 +65,21 @@ def test_the_hinge_fit_recovers_a_knee_and_leaves_out_a_negative_part():
     falling = [(n, 1000 * n ** 0.9) for n in (10, 100, 1000)]
     a, b, c = _hinge(falling, 100, fixed=False)
     assert a == 0 and c == 0 and b > 0
+
+
+def test_the_third_recordings_families_are_fitted_on_every_size_recorded():
+    # issue 46: calibrate fits on the wider sizes too; --cv leaves them out in turn
+    from gpufe.sim.analysis import crossval
+    from gpufe.sim.analysis.calibrate import GUPDATE_FIT_SIZES, THREADS_FIT_SIZES
+    from gpufe.sim.analysis.scenarios import scenario_names
+    names = set(scenario_names())
+    fits = {name: scenario for name, scenario, *_ in SIMULATED}
+    for fam, also in (("pdl", ("cupti_flush_ns",)), ("body", ())):
+        f = crossval.family(fam)
+        for parameter in (q for q in f.parameters + also if q in fits):   # the simulated
+            used = fits[parameter]
+            assert isinstance(used, tuple) and set(used) <= names, parameter
+            fitted_on = {s for s in f.sizes if f.scenarios(s, used)}
+            assert fitted_on == set(f.sizes), (parameter, fitted_on)
+    assert crossval.family("threads").sizes == THREADS_FIT_SIZES == (2, 3, 4, 6, 8, 12)
+    assert crossval.family("gupdate").sizes == GUPDATE_FIT_SIZES == (10, 30, 100, 300, 3000)
