@@ -354,6 +354,11 @@ def pdl_window():
 PDL_PATH_NS = 1000
 
 
+#: the PDL kernel lengths (ns) and the conditional and device-launched body sizes (kernels)
+#: the calibration fits on: every one recorded (``--cv`` leaves ends out)
+PDL_FIT_NS = (2000, 5000, 50000)
+BODY_FIT_SIZES = (1, 2, 4)
+
 #: the thread counts the calibration fits the threads' contention on: every one recorded
 #: (the second set's 2, 4, 8 and the third recording's 3, 6, 12; ``--cv`` leaves ends out)
 THREADS_FIT_SIZES = (2, 3, 4, 6, 8, 12)
@@ -458,23 +463,18 @@ def direct_fit():
     return out
 
 
-def device_launch_fit(sizes=None):
+def device_launch_fit(sizes=BODY_FIT_SIZES):
     """The device-side fire-and-forget cudaGraphLaunch call (the launcher's timer reads
     around it, unprofiled), and what CUPTI adds to it (the profiled run's): the median over
-    the body sizes ``sizes`` (default: every one recorded; the call does not depend on the
-    graph it launches; the timer's ticks give 2.24 us at b = 1, 1.76 at 2 and 4)."""
+    the body sizes ``sizes`` (the call does not depend on the graph it launches; the timer's
+    ticks give 2.24 us at b = 1, 1.76 at 2 and 4)."""
     from gpufe.sim.analysis.metrics import scenario_metrics
     call = {p: statistics.median(
         scenario_metrics(_trace(f"{p}dl_ff_b{b}_m100"), "devlaunch")["dl_call_us"] * 1e3
-        for b in sizes or BODY_FIT_SIZES) for p in ("nocupti_", "")}
+        for b in sizes) for p in ("nocupti_", "")}
     return {"device_launch_call_ns": call["nocupti_"],
             "cupti_device_launch_ns": call[""] - call["nocupti_"]}
 
-
-#: the PDL kernel lengths (ns) and the conditional and device-launched body sizes (kernels)
-#: the calibration fits on: every one recorded (``--cv`` leaves ends out)
-PDL_FIT_NS = (2000, 5000, 50000)
-BODY_FIT_SIZES = (1, 2, 4)
 
 #: (parameter, scenario, metric, first two guesses): fitted in this order
 SIMULATED = [
