@@ -14,6 +14,7 @@ import math
 import statistics
 import time
 
+from gpufe.sim.analysis.causes import cause_of
 from gpufe.sim.analysis.metrics import metrics, scenario_metrics, GUPDATE_INTERVALS
 from gpufe.sim.run import simulate
 from gpufe.sim.analysis.scenarios import scenario_names, scenario_paths
@@ -367,7 +368,8 @@ def validate(params, names=None, backend="compiled", device="h200", log=None):
 def error_summary(rows):
     """Median and greatest |error|, the worst row, and ``over_25pct``: the rows out of
     bounds (:func:`within_bounds`); ``in_spread``: rows above the tolerance inside their
-    recordings' spread."""
+    recordings' spread; ``named``: rows out of bounds whose cause is known
+    (:func:`gpufe.sim.analysis.causes.cause_of`)."""
     errs = [abs(r["rel_error"]) for r in rows]
     if not errs:
         return {"rows": 0}
@@ -376,7 +378,14 @@ def error_summary(rows):
             "max_abs_rel_error": max(errs), "worst": f"{worst['scenario']} {worst['metric']}",
             "over_25pct": sum(1 for r in rows if not within_bounds(r)),
             "in_spread": sum(1 for r in rows
-                             if abs(r["rel_error"]) > TOLERANCE and within_bounds(r))}
+                             if abs(r["rel_error"]) > TOLERANCE and within_bounds(r)),
+            "named": sum(1 for r in rows if named_cause(r) is not None)}
+
+
+def named_cause(row):
+    """The known cause of a row out of bounds (:mod:`gpufe.sim.analysis.causes`), or None
+    (also for a row within bounds)."""
+    return None if within_bounds(row) else cause_of(row)
 
 
 def side_summaries(rows):
@@ -389,6 +398,8 @@ def _summary_line(label, s):
     line = (f"{label}{s['rows']} comparisons: median |error| "
             f"{100 * s['median_abs_rel_error']:.1f}%, max {100 * s['max_abs_rel_error']:.1f}% "
             f"({s['worst']}), {s['over_25pct']} above 25%")
+    if s.get("named"):
+        line += f", {s['named']} of them with a named cause"
     if s.get("in_spread"):
         line += f" ({s['in_spread']} more inside their recordings' spread)"
     return line
@@ -404,6 +415,8 @@ def format_table(rows):
             line += f"  median of {r['runs']} runs, {lo:,.3f} to {hi:,.3f}"
             if abs(r["rel_error"]) > TOLERANCE and within_bounds(r):
                 line += " (inside)"
+        if (cause := named_cause(r)) is not None:
+            line += f"  [{cause.key}]"
         out.append(line)
     s = error_summary(rows)
     if s["rows"]:
@@ -411,10 +424,20 @@ def format_table(rows):
         for side, ss in side_summaries(rows).items():
             if ss["rows"] and ss["rows"] != s["rows"]:
                 out.append(_summary_line(f"  {side}-side: ", ss))
+    named = {}
+    for r in rows:
+        if (cause := named_cause(r)) is not None:
+            named.setdefault(cause.key, []).append(cause.text)
+    for key, texts in named.items():
+        for text in dict.fromkeys(texts):
+            out.append(f"  [{key}] {text} ({texts.count(text)} rows)")
     return "\n".join(out)
 
 
 def write_json(rows, path):
+    """The rows (each out of bounds with a known cause carrying its key, ``cause``), their
+    summary and each side's."""
+    rows = [dict(r, cause=c.key) if (c := named_cause(r)) is not None else r for r in rows]
     with open(path, "w") as f:
         json.dump({"rows": rows, "summary": error_summary(rows),
                    "sides": side_summaries(rows)}, f, indent=1)

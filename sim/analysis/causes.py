@@ -1,0 +1,68 @@
+"""Named causes of validation rows out of bounds: what is known of why a row is more than 25%
+off, with the measurement that shows it, so that `gpufe validate` can say so beside the row.
+
+A cause names the rows it explains (scenarios by pattern, metrics by name) and says what the
+H200's trace shows that gpufe does not do, or why the figure cannot be matched (a recording's
+artefact, a process's host speed): a cause explains, it does not excuse; the row still counts
+as out of bounds. Rows out of bounds that no cause names are the ones nobody has explained.
+"""
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cause:
+    key: str                # short name shown beside the row
+    scenarios: str          # regular expression a row's scenario must match in full
+    metrics: frozenset      # the metrics it explains
+    text: str               # what the measurements show, and where
+
+
+CAUSES = (
+    Cause("cupti-overlap", r"graph_nodes10000|gupdate_n(300|3000)", frozenset({"max_concurrent"}),
+          "CUPTI's timestamps: 1 to 7 pairs of one stream's kernels overlap by 63-480 ns "
+          "among 6,000-60,000 records; kernels of one stream never run at once"),
+    Cause("record-length", r"actgap_c16_A24_g100_hi[012]|threads_T(8|12)_sh0",
+          frozenset({"median_kernel_us"}),
+          "CUPTI's kernel records lengthen with other channels' kernels pending at their end "
+          "on the H200 (0.58 us with none, 0.96-1.22 with two, 1.15-1.18 with three or more; "
+          "at A = 24 the first of a channel's visit is the long one), gpufe's stay 0.61 us "
+          "(bench/record_lengths.py)"),
+    Cause("record-overlap", r"threads_T[34]_sh0", frozenset({"max_concurrent"}),
+          "two kernels of different threads overlap on the H200 because their records are "
+          "longer with several channels busy (bench/record_lengths.py); gpufe's records "
+          "are not, and its kernels do not overlap"),
+    Cause("cond-stream", r"cond_b[124]_m100", frozenset({"channels_used"}),
+          "CUPTI records a WHILE node's body kernels on the device runtime's stream (15) and "
+          "another channel (0) than the graph's own kernel (stream 13, channel 2); gpufe "
+          "records them on the channel that launched the graph"),
+    Cause("free-slot", r"(nocupti_)?actgap(_stamp)?_c16_A4_g100_hi[12]_load100",
+          frozenset({"hi_period_us", "hi_chain_us", "median_gap_us", "stream_period_us"}),
+          "a high-priority chain under a full-GPU load waits for a freed block slot; on the "
+          "H200 one is free about half as often as in gpufe at A = 4 (probe sm_placement: "
+          "gaps of 4.1, 7.4 and 12.9 us; gpufe's load blocks start 171 times per 800 us "
+          "against the H200's 119)"),
+    Cause("two-speeds", r"gupdate_n30",
+          frozenset({"gu_capture_us", "gu_instantiate_us", "gu_reinstantiate_us",
+                     "launch_api_us", "gu_first_launch_sync_us", "gu_reinst_launch_sync_us"}),
+          "the recording's process ran its phases at two vCPU speeds: capture, "
+          "re-instantiation, first launch and captured launch calls a slow vCPU's, update, "
+          "SetParams, destroy and graph launch a fast one's (probe host_repeats, README)"),
+    Cause("first-launch",
+          r"(dl_(host|hostplain|ff)|condhost)_b[124]_m100_gate", frozenset({"launch_api_us"}),
+          "the median of six launches, three of them a repetition's first: 30-70 us slow "
+          "after the 20 ms synchronisation in some processes (the whole process slow for a "
+          "while) and not in others (probe host_repeats, README)"),
+)
+
+_COMPILED = [(re.compile(c.scenarios), c) for c in CAUSES]
+
+
+def cause_of(row):
+    """The :class:`Cause` naming validation ``row`` (a dict with scenario and metric), or
+    None."""
+    for pattern, cause in _COMPILED:
+        if row["metric"] in cause.metrics and pattern.fullmatch(row["scenario"]):
+            return cause
+    return None
