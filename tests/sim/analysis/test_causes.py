@@ -28,6 +28,10 @@ def test_a_cause_names_its_scenarios_and_metrics_only():
     assert cause_of(row("gupdate_n30", "max_concurrent", 1.0, 2.0)) is None
     assert cause_of(row("nocupti_actgap_stamp_c16_A4_g100_hi2_load100", "hi_period_us",
                         4.2, 7.3)).key == "free-slot"
+    # a gap two 32 ns ticks off is the timestamps' resolution; three ticks off is not
+    assert cause_of(row("pdl_stamp_p1_t0_ns5000_g0", "median_gap_us", 0.055, 0.096)).key \
+        == "timestamp-tick"
+    assert cause_of(row("pdl_stamp_p1_t0_ns5000_g1", "median_gap_us", -0.20, -0.06)) is None
 
 
 def test_only_rows_out_of_bounds_carry_a_cause_and_the_table_says_it():
