@@ -34,6 +34,11 @@ CAUSES = (
           "1,700 for 2.3 to 5.4 ms (until the launch call has returned, in two of them) and "
           "runs the rest after; the first launch runs straight through in 8.08 ms, as "
           "gpufe's do (8.01)"),
+    Cause("launch-in-span", r"dl_tail(ff)?_b[124]_m100", frozenset({"gpu_span_us"}),
+          "the span, from the plain kernel k_set to the graph's last recorded kernel, holds "
+          "the repetition's one cudaGraphLaunch call, which decides it (on the H200 the span "
+          "is the call plus 3.4-9.1 us, the call 7.2 to 42.4 us by process and repetition: "
+          "the host's first graph launch of a repetition, as in first-launch)"),
     Cause("record-length", r"actgap_c16_A24_g100_hi[012]|threads_T(8|12)_sh0",
           frozenset({"median_kernel_us"}),
           "CUPTI's kernel records lengthen with other channels' kernels pending at their end "
