@@ -8,6 +8,7 @@ are computed on the model's timeline and on the reference trace. A row is
 with ``profiler="cupti"``, the ``nocupti_*`` ones by runs with ``profiler="off"``.
 """
 
+import collections
 import functools
 import json
 import math
@@ -407,6 +408,7 @@ def _summary_line(label, s):
 
 def format_table(rows):
     out = [f"{'scenario':28s} {'metric':24s} {'model':>14s} {'measured':>14s} {'error':>8s}"]
+    named = collections.Counter()
     for r in rows:
         line = (f"{r['scenario']:28s} {r['metric']:24s} {r['model']:14,.3f} "
                 f"{r['measured']:14,.3f} {100 * r['rel_error']:+7.1f}%")
@@ -417,6 +419,7 @@ def format_table(rows):
                 line += " (inside)"
         if (cause := named_cause(r)) is not None:
             line += f"  [{cause.key}]"
+            named[cause] += 1
         out.append(line)
     s = error_summary(rows)
     if s["rows"]:
@@ -424,13 +427,7 @@ def format_table(rows):
         for side, ss in side_summaries(rows).items():
             if ss["rows"] and ss["rows"] != s["rows"]:
                 out.append(_summary_line(f"  {side}-side: ", ss))
-    named = {}
-    for r in rows:
-        if (cause := named_cause(r)) is not None:
-            named.setdefault(cause.key, []).append(cause.text)
-    for key, texts in named.items():
-        for text in dict.fromkeys(texts):
-            out.append(f"  [{key}] {text} ({texts.count(text)} rows)")
+    out += [f"  [{c.key}] {c.text} ({n} rows)" for c, n in named.items()]
     return "\n".join(out)
 
 
