@@ -467,13 +467,23 @@ def device_launch_fit(sizes=BODY_FIT_SIZES):
     """The device-side fire-and-forget cudaGraphLaunch call (the launcher's timer reads
     around it, unprofiled), and what CUPTI adds to it (the profiled run's): the median over
     the body sizes ``sizes`` (the call does not depend on the graph it launches; the timer's
-    ticks give 2.24 us at b = 1, 1.76 at 2 and 4)."""
+    ticks give 2.24 us at b = 1, 1.76 at 2 and 4); and the host's set-up of the device
+    runtime for a host launch of a graph holding its code (the graph's size does not
+    change it)."""
     from gpufe.sim.analysis.metrics import scenario_metrics
     call = {p: statistics.median(
         scenario_metrics(_trace(f"{p}dl_ff_b{b}_m100"), "devlaunch")["dl_call_us"] * 1e3
         for b in sizes) for p in ("nocupti_", "")}
+    # a host launch of a graph holding device-runtime code (host: G's control kernel, ff: the
+    # launcher L) against one holding none (hostplain), each launched m times back to back,
+    # unprofiled: the repetition's issue time a launch (medians over sizes, gate or not)
+    issue = {mode: statistics.median(
+        scenario_metrics(_trace(f"nocupti_dl_{mode}_b{b}_m100{g}"), "devlaunch")["dl_issue_us"]
+        for b in sizes for g in ("", "_gate")) for mode in ("host", "ff", "hostplain")}
+    runtime = statistics.median([issue["host"], issue["ff"]]) - issue["hostplain"]
     return {"device_launch_call_ns": call["nocupti_"],
-            "cupti_device_launch_ns": call[""] - call["nocupti_"]}
+            "cupti_device_launch_ns": call[""] - call["nocupti_"],
+            "device_runtime_launch_cpu_ns": max(runtime * 1e3, 0.0)}
 
 
 #: (parameter, scenario, metric, first two guesses): fitted in this order

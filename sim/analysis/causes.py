@@ -59,6 +59,13 @@ CAUSES = (
           "H200 one is free about half as often as in gpufe at A = 4 (probe sm_placement: "
           "gaps of 4.1, 7.4 and 12.9 us; gpufe's load blocks start 171 times per 800 us "
           "against the H200's 119)"),
+    Cause("two-modes", r"(condhost|dl_hostplain)_b1_m100(_gate)?", frozenset({"median_gap_us"}),
+          "a median between two modes: the graph's two kernels give 400 gaps inside a launch "
+          "(H200 0.288 us, gpufe 0.097) and 396 between launches (H200 3.74 host-bound, "
+          "1.54-1.63 queued behind the gate; gpufe 3.45 and 2.46), so the median is the mean "
+          "of the last of one mode and the first of the other; queued, the H200's gap "
+          "between launches grows with the graph under CUPTI (1.63, 1.98, 2.62 us at 2, 3 "
+          "and 5 nodes, dl_hostplain_b{1,2,4}_m100_gate), gpufe's does not (2.46)"),
     Cause("two-speeds", r"gupdate_n30",
           frozenset({"gu_capture_us", "gu_instantiate_us", "gu_reinstantiate_us",
                      "launch_api_us", "gu_first_launch_sync_us", "gu_reinst_launch_sync_us"}),

@@ -132,7 +132,8 @@ FAMILIES = [
                ("device_runtime_start_ns", "nocupti_dl_host_b{size}_m100_gate",
                 "dl_ctrl_to_next_us"),
                ("tail_launch_call_ns", "nocupti_dl_tail_b{size}_m100", "dl_period_us"))),
-           ("device_launch_call_ns", "cupti_device_launch_ns", "graph_start_ns",
+           ("device_launch_call_ns", "cupti_device_launch_ns",
+            "device_runtime_launch_cpu_ns", "graph_start_ns",
             "cond_iteration_ns", "cupti_cond_record_ns", "device_graph_start_ns",
             "device_runtime_start_ns", "tail_launch_call_ns")),
 ]

@@ -123,6 +123,11 @@ SCENARIO_METRICS = {
                           "kernel's start",
     "dl_wall_per_iter_us": "devlaunch: a repetition's launch and synchronisation / m "
                            "(runs without a gate)",
+    "dl_issue_us": "devlaunch, modes launched m times from the host (host, ff, hostplain): "
+                   "a repetition's issue (its start -> the ``issued`` mark, the host's "
+                   "launches of k_set, the gate and the m graphs) / m, median over "
+                   "repetitions; the host's time per graph launch where the trace has no API "
+                   "records (unprofiled)",
     "pdl_exit_period_us": "pdl: exit of chain kernel i+1 - exit of kernel i (block 0's "
                           "stamps; the model: its last block's code end, the record's "
                           "``exit``), pooled over repetitions",
@@ -537,7 +542,7 @@ def scenario_metrics(records, program, params=None):
     if params is None:
         params = records[0].get("params") if records else None
         params = params if params and "params" not in params else {}
-    if fn is _actgap:
+    if fn in (_actgap, _devlaunch):
         out = fn(records, params)
     else:
         out = fn(records) if fn else {}
@@ -907,14 +912,17 @@ def _cond(records):
 #: devlaunch: graph G's kernels (each stamps its start) and the launcher of mode 1 and 3
 DL_GRAPH_KERNELS = ("k_stamp", "k_ctrl", "k_ctrl_plain")
 DL_LAUNCHER = "k_launcher"
+#: devlaunch's modes whose repetition launches a graph m times from the host (host, ff,
+#: hostplain: scenarios.DEVLAUNCH_MODES)
+DL_HOST_MODES = (0, 1, 4)
 
 
-def _devlaunch(records):
+def _devlaunch(records, p):
     """Graph G's iterations: from the trace's dl_rep records (each of G's kernels' start
     stamps, b + 1 an iteration; the launcher's timer reads around its device-side call), or
     the model's kernel records in each repetition (G's kernels' starts by start, the
-    launchers' starts and ``graph_launched``); a run with a gate has no wall figure."""
-    p = records[0].get("params") or {}
+    launchers' starts and ``graph_launched``); a run with a gate has no wall figure. ``p``:
+    the program's parameters."""
     b, gated = int(p.get("b", 1)), int(p.get("gate", 0)) > 0
     runs = []            # per repetition: (G's starts, [(call, return)], wall, iterations)
     reps = [r for r in records if r["kind"] == "meta" and r["what"] == "dl_rep"]
@@ -944,9 +952,27 @@ def _devlaunch(records):
         ret += [f - t1 for (_, t1), f in zip(launcher, firsts) if t1 and f]
         if not gated and m:
             walls.append(wall / m)
+    issue = []
+    if p.get("mode") is not None and int(p["mode"]) in DL_HOST_MODES:
+        m = int(p.get("m", 10))
+        issue = [(i - a) / m for a, i in _marked_spans(records, "rep_begin", "issued")]
     return {"dl_period_us": _us(_median(period)), "dl_ctrl_to_next_us": _us(_median(to_next)),
             "dl_first_to_ctrl_us": _us(_median(to_ctrl)), "dl_call_us": _us(_median(call)),
-            "dl_ret_to_first_us": _us(_median(ret)), "dl_wall_per_iter_us": _us(_median(walls))}
+            "dl_ret_to_first_us": _us(_median(ret)), "dl_wall_per_iter_us": _us(_median(walls)),
+            "dl_issue_us": _us(_median(issue))}
+
+
+def _marked_spans(records, begin, end):
+    """(t of a ``begin`` mark, t of the next ``end`` mark) pairs, in time order."""
+    spans, t0 = [], None
+    for r in sorted((r for r in records if r["kind"] == "meta"
+                     and r.get("what") in (begin, end)), key=lambda r: r["t"]):
+        if r["what"] == begin:
+            t0 = r["t"]
+        elif t0 is not None:
+            spans.append((t0, r["t"]))
+            t0 = None
+    return spans
 
 
 _SCENARIO_FIGURES = {"actgap": _actgap, "procs": _procs, "gupdate": _gupdate, "pdl": _pdl,

@@ -142,6 +142,10 @@ class Params:
     instantiate_per_node_ns: float = _cpu("cudaGraphInstantiate, per node")
     graph_launch_cpu_ns: float = _cpu("cudaGraphLaunch, fixed part")
     graph_launch_per_node_ns: float = _cpu("cudaGraphLaunch, per node")
+    device_runtime_launch_cpu_ns: float = _cpu("a host launch (cudaGraphLaunch or "
+                                               "cudaLaunchKernel) of a graph or kernel holding "
+                                               "device-runtime code: the driver's set-up of "
+                                               "the device runtime's environment for it")
     graph_set_params_cpu_ns: float = _cpu("cudaGraphExecKernelNodeSetParams, one node")
     graph_update_cpu_ns: float = _cpu("cudaGraphExecUpdate, fixed part")
     graph_update_per_node_ns: float = _cpu("cudaGraphExecUpdate, per node")

@@ -565,3 +565,23 @@ def test_devlaunch_workloads_follow_the_mode():
     assert ctrl(ff)["device_graph_launch"]["count"] == 0       # the code, never called
     plain = program("nocupti_dl_hostplain_b1_m100")
     assert ctrl(plain)["device_graph_launch"] is None
+
+
+@pytest.mark.parametrize("name, issue", [
+    # a repetition's start -> its issued mark / m, median of three: the host's time a graph
+    # launch, unprofiled
+    ("nocupti_dl_ff_b1_m100", 4.49949),
+    ("nocupti_dl_hostplain_b2_m100", 1.90498),
+    ("nocupti_dl_host_b4_m100_gate", 3.50773),
+    ("nocupti_dl_tail_b1_m100", None),          # one host launch: no figure
+])
+def test_devlaunch_issue_is_the_host_launch_loop_per_launch(name, issue):
+    assert figures(name).get("dl_issue_us") == (
+        None if issue is None else pytest.approx(issue, abs=1e-5))
+
+
+def test_devlaunch_issue_is_compared_unprofiled_only():
+    # profiled, the API records time the launch call itself (graph_launch_api_us)
+    assert "dl_issue_us" in compared_metrics("nocupti_dl_ff_b1_m100")
+    assert "dl_issue_us" not in compared_metrics("dl_ff_b1_m100")
+    assert "graph_launch_api_us" in compared_metrics("dl_ff_b1_m100")
