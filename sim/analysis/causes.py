@@ -66,12 +66,6 @@ CAUSES = (
           "of the last of one mode and the first of the other; queued, the H200's gap "
           "between launches grows with the graph under CUPTI (1.63, 1.98, 2.62 us at 2, 3 "
           "and 5 nodes, dl_hostplain_b{1,2,4}_m100_gate), gpufe's does not (2.46)"),
-    Cause("two-speeds", r"gupdate_n30",
-          frozenset({"gu_capture_us", "gu_instantiate_us", "gu_reinstantiate_us",
-                     "launch_api_us", "gu_first_launch_sync_us", "gu_reinst_launch_sync_us"}),
-          "the recording's process ran its phases at two vCPU speeds: capture, "
-          "re-instantiation, first launch and captured launch calls a slow vCPU's, update, "
-          "SetParams, destroy and graph launch a fast one's (probe host_repeats, README)"),
     Cause("first-launch",
           r"(dl_(host|hostplain|ff)|condhost)_b[124]_m100_gate", frozenset({"launch_api_us"}),
           "the median of six launches, three of them a repetition's first: 30-70 us slow "

@@ -179,6 +179,26 @@ def test_host_figures_are_kept_apart_from_the_devices():
     assert side_of("replay_twostream", "step_us_unprofiled") == "host"
     assert side_of("gupdate_n300", "gu_update_us") == "host"
     assert side_of("gupdate_n300", "gu_update_launch_sync_us") == "device"
+    # recorded again for their host calls alone (probe host_repeats): the rest the device's
+    assert side_of("dl_ff_b1_m100", "graph_launch_api_us") == "host"
+    assert side_of("dl_ff_b1_m100", "median_gap_us") == "device"
+    assert side_of("threads_T8_sh0", "median_gap_us") == "device"
+
+
+def test_the_host_repeats_score_their_programs_host_calls_against_six_runs():
+    """Probe host_repeats: five more processes of each program whose host rows were off;
+    a call's row is scored against the median of the six runs, with their spread."""
+    for name in ("dl_ff_b1_m100", "condhost_b4_m100_gate", "gupdate_n30", "threads_T8_sh0"):
+        runs = repeated_metrics(name)
+        assert len(runs) == 5, name
+    bundled = measured_metrics("gupdate_n30")
+    runs = repeated_metrics("gupdate_n30")
+    row = {r["metric"]: r for r in compare("gupdate_n30", bundled, bundled, runs)}
+    api = row["launch_api_us"]
+    values = [bundled["launch_api_us"]] + [r["launch_api_us"] for r in runs]
+    assert api["runs"] == 6 and api["measured"] == statistics.median(values)
+    # the bundled process was the odd one out: its captured launches a fast vCPU's
+    assert bundled["launch_api_us"] == min(values) < 0.6 < api["measured"]
 
 
 def test_a_row_inside_its_recordings_spread_is_within_bounds():
@@ -202,3 +222,17 @@ def test_repeated_torch_steps():
         steps = repeated_steps_us(prog, variant)
         assert len(steps) == 10 and all(s > 0 for s in steps), (prog, variant)
     assert repeated_steps_us("loader", "graph") == []
+
+
+def test_a_repeated_programs_graph_launches_tell_its_vcpu_by_their_median():
+    from gpufe.sim.analysis.validate import _graph_launch_told, graph_host_scale
+    from gpufe.sim.params import load
+    runs = [r["graph_launch_api_us"] for r in repeated_metrics("gupdate_n30")]
+    bundled = measured_metrics("gupdate_n30")["graph_launch_api_us"]
+    told = _graph_launch_told("gupdate_n30")
+    assert told == statistics.median([bundled] + runs)
+    # the bundled process's graph launches were a fast vCPU's (22 us), the median's a slow
+    # one's (39 us, the set's own speed: the model's 39.1)
+    p = load("h200")
+    assert graph_host_scale(p, bundled, 39.1) == p.host_fast_cpu_scale
+    assert graph_host_scale(p, told, 39.1) == 1.0
