@@ -188,7 +188,7 @@ def test_host_figures_are_kept_apart_from_the_devices():
 def test_the_host_repeats_score_their_programs_host_calls_against_six_runs():
     """Probe host_repeats: five more processes of each program whose host rows were off;
     a call's row is scored against the median of the six runs, with their spread."""
-    for name in ("dl_ff_b1_m100", "condhost_b4_m100_gate", "gupdate_n30", "threads_T8_sh0"):
+    for name in ("dl_ff_b1_m100", "condhost_b4_m100_gate", "gupdate_n30"):
         runs = repeated_metrics(name)
         assert len(runs) == 5, name
     bundled = measured_metrics("gupdate_n30")
