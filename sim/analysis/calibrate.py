@@ -25,7 +25,7 @@ import math
 import re
 import statistics
 
-from gpufe.sim.analysis.metrics import metrics
+from gpufe.sim.analysis.metrics import metrics, _marked_spans
 from gpufe.sim.host.workload import parse_workload
 from gpufe.sim.params import load, BASE
 from gpufe.sim.analysis.scenarios import scenario_paths, workload_from_header, HERE
@@ -143,18 +143,10 @@ def submitted_lead_ns():
 def _issue_median_ns(records):
     """Median time from a repetition's start to its work issued (the ``issued`` marker): the
     API time of an unprofiled trace, which has no runtime records."""
-    spans, begin = [], None
-    for r in records:
-        if r["kind"] != "meta":
-            continue
-        if r["what"] == "rep_begin":
-            begin = r["t"]
-        elif r["what"] == "issued" and begin is not None:
-            spans.append(r["t"] - begin)
-            begin = None
+    spans = _marked_spans(records, "rep_begin", "issued")
     if not spans:
         raise ValueError("no rep_begin -> issued markers")
-    return statistics.median(spans)
+    return statistics.median(end - begin for begin, end in spans)
 
 
 def _line(points):
