@@ -394,6 +394,105 @@ def lock_wake_ns(after_release_ns, sizes=THREADS_FIT_SIZES):
     return max(statistics.median(extra) + after_release_ns, 0.0)
 
 
+#: idle times (ms) that bound the buckets of :func:`cold_call_fit`
+COLD_IDLE_EDGES_MS = (0.1, 0.3, 1, 2, 5, 15, 50, math.inf)
+
+
+def _launch_calls(records):
+    """The launch calls of a one-thread profiled trace in time order, the warm call (the
+    median of those that came within 100 us of the one before) and each call's kernel
+    function (None: a captured launch); None when the trace has no 20 warm calls or several
+    threads."""
+    calls = sorted((r for r in records if r["kind"] == "runtime"
+                    and r["name"].startswith("cudaLaunchKernel")), key=lambda r: r["start"])
+    if len({r.get("tid") for r in calls}) > 1:
+        return None
+    warm = [b["end"] - b["start"] for a, b in zip(calls, calls[1:])
+            if b["start"] - a["end"] < 100_000]
+    if len(warm) < 20:
+        return None
+    names = {r["corr"]: r["name"] for r in records if r["kind"] == "kernel"}
+    return calls, statistics.median(warm), [names.get(r["corr"]) for r in calls]
+
+
+def function_loads(found):
+    """Excess over the warm call (ns) of each kernel function's first launch that comes within
+    100 us of the launch before it (so not cold), the program's first launch left out (its
+    context's and module's set-up too); ``found``: a trace's :func:`_launch_calls`."""
+    calls, warm, names = found
+    seen, out = {names[0]}, []
+    for a, b, name in zip(calls, calls[1:], names[1:]):
+        if name is not None and name not in seen and b["start"] - a["end"] < 100_000:
+            out.append(b["end"] - b["start"] - warm)
+        seen.add(name)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _bundled_launch_calls(names=None):
+    """:func:`_launch_calls` of every bundled profiled trace that has them (``names``: a
+    tuple of scenarios; default all), each trace read once for both fits of the launch path
+    (:func:`function_load_fit`, :func:`cold_call_fit`)."""
+    from gpufe.sim.analysis.scenarios import scenario_names
+    out = []
+    for name in names or scenario_names():
+        records = _trace(name)
+        if records[0].get("cupti") != 0:
+            found = _launch_calls(records)
+            if found is not None:
+                out.append(found)
+    return tuple(out)
+
+
+def function_load_fit(names=None):
+    """``function_load_cpu_ns``: the median excess of a kernel function's first launch (CUDA's
+    lazy loading: 13-48 us against a 4-6 us warm call on the H200) over the bundled profiled
+    one-thread traces (``names``: a tuple of scenarios; default all)."""
+    return statistics.median(x for found in _bundled_launch_calls(names)
+                             for x in function_loads(found))
+
+
+def cold_launches(found):
+    """(idle ns, duration / warm - 1) of a trace's launch calls (``found``: its
+    :func:`_launch_calls`): idle, the time since the thread's previous launch call returned.
+    A kernel function's first launch (lazy loading) is left out."""
+    calls, warm, names = found
+    seen, out = {names[0]}, []
+    for a, b, name in zip(calls, calls[1:], names[1:]):
+        if name in seen:
+            out.append((b["start"] - a["end"], (b["end"] - b["start"]) / warm - 1))
+        seen.add(name)
+    return out
+
+
+def cold_call_fit(names=None):
+    """``cold_call_factor`` and ``cold_decay_ns`` from the launch calls of the bundled
+    profiled one-thread traces (``names``: a tuple of scenarios; default all): a call's duration
+    over its trace's warm call, against the time since its thread's previous launch, grows
+    from 1 (within 100 us) to ~11 (after 50 ms or more; 2 to 3 after 1-2 ms, as copy_busy1's
+    launches behind their 2 ms synchronizes). The buckets' medians (idle and excess) are
+    fitted with factor x (1 - exp(-idle / decay)) by weighted least squares (weight: the
+    square root of the bucket's calls), the decay on a 0.1 ms grid."""
+    points = [p for found in _bundled_launch_calls(names) for p in cold_launches(found)]
+    buckets = []
+    lo = COLD_IDLE_EDGES_MS[0] * 1e6
+    for hi in COLD_IDLE_EDGES_MS[1:]:
+        inside = [(t, x) for t, x in points if lo <= t < hi * 1e6]
+        if inside:
+            buckets.append((statistics.median(t for t, _ in inside),
+                            statistics.median(x for _, x in inside), math.sqrt(len(inside))))
+        lo = hi * 1e6
+    best = None
+    for step in range(1, 1001):
+        decay = step * 1e5
+        g = [(w, 1 - math.exp(-t / decay), x) for t, x, w in buckets]
+        factor = sum(w * e * x for w, e, x in g) / sum(w * e * e for w, e, x in g)
+        err = sum(w * (factor * e - x) ** 2 for w, e, x in g)
+        if best is None or err < best[0]:
+            best = (err, factor, decay)
+    return {"cold_call_factor": best[1], "cold_decay_ns": best[2]}
+
+
 def direct_fit():
     """Parameters read straight off the traces (ns)."""
     out = {}
@@ -439,6 +538,8 @@ def direct_fit():
     out["graph_launch_per_node_ns"] = per_node
     out["cupti_graph_node_ns"] = max(b - per_node, 0.0)
     out["profiler_op_ns"] = profiler_op_ns(host)
+    out.update(cold_call_fit())
+    out["function_load_cpu_ns"] = function_load_fit()
     out["pdl_window"] = pdl_window()
     out.update(threads_fit())
     out["lock_wake_ns"] = lock_wake_ns(out["cupti_launch_ns"] + out["cupti_call_gap_ns"])

@@ -68,9 +68,13 @@ CAUSES = (
           "and 5 nodes, dl_hostplain_b{1,2,4}_m100_gate), gpufe's does not (2.46)"),
     Cause("first-launch",
           r"(dl_(host|hostplain|ff)|condhost)_b[124]_m100_gate", frozenset({"launch_api_us"}),
-          "the median of six launches, three of them a repetition's first: 30-70 us slow "
-          "after the 20 ms synchronisation in some processes (the whole process slow for a "
-          "while) and not in others (probe host_repeats, README)"),
+          "the median of six launches, three of them a repetition's first (k_gate, 20 ms "
+          "after the thread's previous launch: cold, and in the first repetition its "
+          "function's first launch), so the mean of the fastest cold launch and the slowest "
+          "warm one: gpufe's cold launch takes 52 us (cold_call_factor), the H200's 10-58 us "
+          "in most processes and 5-8 us in some (dl_ff_b4's: 5.1 and 5.3, as warm; the "
+          "thread kept its CPU through the wait), which sets the median of its b = 4 "
+          "programs' runs 10-12 us against gpufe's 16-17 (probe host_repeats)"),
 )
 
 _COMPILED = [(re.compile(c.scenarios), c) for c in CAUSES]

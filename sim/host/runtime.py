@@ -19,6 +19,7 @@ function), not the launch.
 """
 
 from dataclasses import dataclass, field, replace
+import math
 
 from gpufe.rtl.layouts import COPY_KINDS, HOST_COPY_BUFFER, DESCRIPTOR_ALIGN
 from gpufe.sim.host.encode import PushBuffer, launch_descriptor, copy_descriptor
@@ -35,6 +36,11 @@ from gpufe.sim.host.streams import (Stream, acquire, order_after_stream, stream_
 from gpufe.sim.host.umd import Umd
 
 STREAM_ID_BASE = 13          # CUDA's first user stream id, as in the reference traces
+
+#: the calls whose code leaves the host CPU's caches between uses (``Params.cold_call_factor``):
+#: API record name -> the path it runs (cudaLaunchKernel and cudaLaunchKernelEx share theirs)
+COLD_KINDS = {"launch_kernel": "launch", "launch_kernel_ex": "launch",
+              "graph_launch": "graph_launch"}
 
 
 class ApiError(ValueError):
@@ -137,12 +143,15 @@ class Runtime:
         # capture machinery is set up: a process's first capture and growth cost more
         self._capture_high = None
         self._kernel_ids = {}        # kernel name -> id in the function table
+        self._loaded = set()         # kernel functions loaded (lazily, at a first use)
         self.blocked_launches = 0
         # host threads: which one is running, which are inside an API call, inside a launch,
         # waiting for a driver lock (the locks are the streams')
         self.threads = list(threads) if threads else [None]
         self.current = self.threads[0]
         self.in_call, self.launching, self.blocked = set(), set(), set()
+        # (thread, call kind) -> when the thread's latest such call returned
+        self._call_ended = {}
 
     @property
     def threaded(self):
@@ -212,6 +221,21 @@ class Runtime:
         if self.threaded:
             extra["tid"] = self.current
         self.timeline.runtime(api, start, corr, self.now(), **extra)
+        kind = COLD_KINDS.get(api)
+        if kind is not None:
+            self._call_ended[(self.current, kind)] = self.now()
+
+    def _cold(self, kind, start, warm_ns):
+        """Generator: a call of ``kind`` (:data:`COLD_KINDS`) that began at ``start``, its code
+        and data leaving the host CPU's caches since its thread's latest such call returned
+        (or since the program began), refills them: ``cold_call_factor`` x (1 - exp(-idle /
+        ``cold_decay_ns``)) of its warm CPU time ``warm_ns`` more. (A wait inside the call,
+        for a driver lock, is not idle: the call has begun.)"""
+        idle = start - self._call_ended.get((self.current, kind), 0)
+        extra = (self.p.cold_call_factor * -math.expm1(-idle / self.p.cold_decay_ns)
+                 * warm_ns)
+        if extra > 0:
+            yield ("cpu", extra)
 
     def _kernel_id(self, name):
         """The kernel function's id, registered in the function table at its first launch."""
@@ -321,6 +345,7 @@ class Runtime:
             d = device_graph_launch
             dgl = (d["graph"], d["mode"] == "tail", d.get("count", 1))
         if s.capture is not None:
+            self._loaded.add(name)      # loaded with the graph (its capture's fitted costs)
             yield from self._capture_node(s, api, GraphNodeSpec(
                 "kernel", frozenset(), name=name, grid=tuple(grid), block=tuple(block),
                 block_ns=block_ns, trigger_ns=trigger_ns, prologue_ns=prologue_ns, dgl=dgl),
@@ -338,6 +363,10 @@ class Runtime:
             raise ApiError(f"block {block} has {threads} threads; 1..{self.p.max_threads_per_sm}")
         if self.threaded:
             yield from self._launch_locked(s)
+        yield from self._cold("launch", start, self.p.launch_call_ns(1.0, self.profiler.enabled))
+        if name not in self._loaded:
+            self._loaded.add(name)
+            yield ("cpu", self.p.function_load_cpu_ns)
         ch = self.umd.launch_channel(s, s.launched)
         s.launched = True
         desc = self.umd.take_descriptor()     # the engine gives it back once it has read it
@@ -804,6 +833,7 @@ class Runtime:
         x = g.executable
         start, corr = self.now(), self.timeline.correlation_id()
         yield from self._hold_op(s)
+        yield from self._cold("graph_launch", start, self.p.graph_launch_cpu_ns)
         if not g.nodes:
             # an empty graph (CUDA captures one from a capture that issued no work): the call
             # costs its CPU time and gives the GPU nothing

@@ -183,6 +183,21 @@ class Params:
                                     "calls, the kickoff taking the same time on both; traces "
                                     "recorded on a fast one are validated with it", "x", 0.05,
                                     20)
+    function_load_cpu_ns: float = _cpu("a kernel function's first launch from the host: "
+                                       "CUDA's lazy loading puts its code on the GPU (a "
+                                       "function first captured into a graph is loaded with "
+                                       "the graph)")
+    # a call's code and data leave the host CPU's caches while its thread does other things
+    # (sleeps in a synchronize, runs its own code): the first launch after a while misses
+    cold_call_factor: float = _p("a launch call (cudaLaunchKernel, cudaLaunchKernelEx or "
+                                 "cudaGraphLaunch) whose code and data have left the host "
+                                 "CPU's caches costs this many times its warm CPU time more "
+                                 "(the refill), scaled by how far they have gone "
+                                 "(cold_decay_ns)", "x", 0, 100)
+    cold_decay_ns: float = _ns("how fast a thread's launch path leaves the caches: a launch "
+                               "t ns after the thread's previous one of its kind pays "
+                               "cold_call_factor x (1 - exp(-t / cold_decay_ns)) of its warm "
+                               "CPU time more", lo=1)
     acquire_retry_ns: float = _ns("syncpoint change -> parked acquires re-checked (a channel "
                                   "that failed an acquire retries after this)")
     acquire_poll_ns: float = _ns("re-checking one channel parked on an acquire and on no "
