@@ -20,6 +20,7 @@ both (``sim/params/h200.json`` and ``h200_residuals.json``).
 """
 
 import functools
+import gzip
 import json
 import math
 import re
@@ -436,9 +437,11 @@ def _bundled_launch_calls(names=None):
     from gpufe.sim.analysis.scenarios import scenario_names
     out = []
     for name in names or scenario_names():
-        records = _trace(name)
-        if records[0].get("cupti") != 0:
-            found = _launch_calls(records)
+        with gzip.open(scenario_paths(name)[1], "rt") as f:
+            header = json.loads(f.readline())
+        # (read whole only where they can count: profiled, one host thread)
+        if header.get("cupti") != 0 and header.get("scenario") != "threads":
+            found = _launch_calls(_trace(name))
             if found is not None:
                 out.append(found)
     return tuple(out)

@@ -475,6 +475,20 @@ def _elaborated_elsewhere(dut):
         part._MustUse__silence = True
 
 
+def _tool_error(err):
+    """A tool's error output as one readable cause: where the tool crashed with a Python
+    traceback (yowasp's WebAssembly runtime failing to reserve its memory under an address
+    space limit, say), the exception and what caused it, without the frames; else its last
+    2,000 characters."""
+    head = "Traceback (most recent call last):"
+    if head not in err:
+        return err[-2000:]
+    lines = err[err.rindex(head) + len(head):].splitlines()
+    first = next((i for i, line in enumerate(lines) if line and not line[0].isspace()),
+                 len(lines))
+    return " ".join(line.strip() for line in lines[first:] if line.strip())[-2000:]
+
+
 def _build_design(out, text, cxx, progress):
     lib = out / _library_name()
     if lib.exists():
@@ -492,7 +506,7 @@ def _build_design(out, text, cxx, progress):
         rc, err = progress.run(yosys + ["-q", "-p", f"read_rtlil design.il; {CXXRTL_WRITE}"],
                                "Yosys write_cxxrtl (seconds)", cwd=out)
         if rc:
-            raise BackendUnavailable(f"yosys write_cxxrtl failed: {err[-2000:]}")
+            raise BackendUnavailable(f"yosys write_cxxrtl failed: {_tool_error(err)}")
         if "delta cycles" in err:
             # the C loop settles the design with one evaluation a cycle
             raise BackendUnavailable("the FrontEnd has combinational feedback, which the "

@@ -80,7 +80,9 @@ def test_run_with_settings_prints_json_of_the_changed_model(tmp_path, capsys):
     changed = json.loads(capsys.readouterr().out)
     assert plain["params"] == "h200"
     assert changed["params"] == "h200 (launch_cpu_ns=20000, h2d_bytes_per_ns=10)"
-    assert plain["metrics"]["launch_api_us"] == int(load("h200").launch_cpu_ns) / 1e3  # ns
+    # (to the ns but for the launch path's few ns of cold between calls: cold_call_factor)
+    assert plain["metrics"]["launch_api_us"] == pytest.approx(load("h200").launch_cpu_ns / 1e3,
+                                                              abs=0.002)
     assert changed["metrics"]["launch_api_us"] == 20.0
     assert changed["metrics"]["copy_h2d_gbps"] == pytest.approx(10, rel=0.01)
     assert changed["metrics"]["kernels"] == plain["metrics"]["kernels"] == 6

