@@ -53,20 +53,6 @@ CAUSES = (
           "CUPTI records a WHILE node's body kernels on the device runtime's stream (15) and "
           "another channel (0) than the graph's own kernel (stream 13, channel 2); gpufe "
           "records them on the channel that launched the graph"),
-    Cause("cp-ping-pong", r"nocupti_actgap_stamp_c16_A24_g100_hi[012]",
-          frozenset({"stream_period_us", "hi_period_us", "lo_period_us", "hi_chain_us",
-                     "lo_chain_us"}),
-          "24 streams on 16 connections: three streams share a pair of channels, each "
-          "stream's kernels alternating between the two (CUPTI's channel of every kernel; "
-          "gpufe's channel rule gives the same), so a channel's visit runs three kernels. "
-          "The H200 runs them 0.48 us apart and the next channel's first 0.48 us after the "
-          "last (1,264 of 1,293 visits whole; 1.41 us a visit, 11.3 a period); gpufe's CP "
-          "dispatches the first two at once, leaves for the other PBDMA's channel while the "
-          "third launch's GPFIFO entry and segment are fetched (0.37 us a launch, one after "
-          "another) and comes back, paying the engine state's load (cp_switch_ns, 466 ns, "
-          "fitted on two chains at A = 2) on each move: visits of 1.2 and 2.4 us, 14.4 a "
-          "period. A CP that waits for its channel's methods instead waits for the fourth "
-          "launch too (its acquire fails) and is slower still"),
     Cause("free-slot", r"(nocupti_)?actgap(_stamp)?_c16_A4_g100_hi[12]_load100",
           frozenset({"hi_period_us", "hi_chain_us", "median_gap_us", "stream_period_us"}),
           "a high-priority chain under a full-GPU load waits for a freed block slot; on the "

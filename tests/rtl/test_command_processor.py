@@ -347,6 +347,47 @@ def test_an_idle_cp_moves_ahead_to_a_channel_whose_methods_are_on_their_way():
     assert len(starts) == 1 and both.trace[59][1] == 0b01
 
 
+def _held_channel_expecting(priorities=None):
+    """Channel 3 (PBDMA 0) has a launch and its next one on its way (arriving at cycle 80);
+    channel 5 (PBDMA 1) gets a launch at cycle 20, while the CP holds channel 3."""
+    h = Harness(costs={"cp_switch": 30}, priorities=priorities)
+    h.bind(0, 3, PushBuffer().launch(0x4000)).bind(1, 5)
+    h.expecting = {0}
+
+    def other(hh):
+        hh.push(5, PushBuffer().launch(0x6000))
+
+    def arrive(hh):
+        hh.push(3, PushBuffer().launch(0x5000))
+        hh.expecting.clear()
+    h.actions[20] = other
+    h.actions[80] = arrive
+    return h.run(300)
+
+
+def _moves(h):
+    return [t for t in range(1, len(h.trace))
+            if h.trace[t][0] == CPState.LOAD and h.trace[t - 1][0] != CPState.LOAD]
+
+
+def test_the_cp_waits_for_its_channels_methods_on_their_way_rather_than_move_and_back():
+    h = _held_channel_expecting()
+    # channel 3's second launch goes before channel 5's, which waited though its PBDMA was
+    # ready: one move to channel 3 and one to channel 5, not 3 -> 5 -> 3
+    assert [(c, d) for c, _, d in h.launches] == [(3, 0x4000), (3, 0x5000), (5, 0x6000)]
+    assert len(_moves(h)) == 2
+    assert h.launch_cycles[1] < 80 + 30 <= h.launch_cycles[2]
+    # the CP held channel 3 all the while (the trace's CP channel), quiet meanwhile
+    first, second = h.launch_cycles[:2]
+    assert all(h.trace[t][2] == 3 for t in range(first, second))
+
+
+def test_a_channel_of_greater_priority_takes_the_cp_from_one_whose_methods_are_coming():
+    h = _held_channel_expecting(priorities={5: 1})
+    assert [(c, d) for c, _, d in h.launches] == [(3, 0x4000), (5, 0x6000), (3, 0x5000)]
+    assert len(_moves(h)) == 3
+
+
 def test_only_running_pbdmas_are_decoded():
     # PBDMA 1's channel is loading (not running) until cycle 60: nothing of it is popped
     h = Harness()
