@@ -283,7 +283,11 @@ def test_channel_parked_on_an_acquire_is_switched_out_and_resumes(earlier):
     # channel 0 parks mid-segment
     b.submit(0, PushBuffer().launch(kernel(b, 1)).sem_acquire(sp, 1)
              .launch(kernel(b, 2)).launch(kernel(b, 3)))
-    # channels 1 and 2 keep both PBDMAs wanted
+    b.run(100)
+    assert channel_state(b, 0)[0] == ChannelState.PARKED
+    # then channels 1 and 2 keep both PBDMAs wanted (a channel whose methods are still
+    # coming keeps the CP, so work of theirs submitted with channel 0's would hold it until
+    # done, and channel 0 would park only once nothing else wanted a PBDMA)
     for c in (1, 2):
         pb = PushBuffer()
         for k in range(6):
