@@ -315,22 +315,20 @@ class CommandProcessor(wiring.Component):
         rel_busy = self.release_busy | Mux(self.release_full, (1 << n) - 1, 0)
         blocked = replay & rel_busy
         m.d.comb += self.blocked.eq(blocked)
-        runnable = Signal(r)
+        # per PBDMA: its channel decodable now (runnable), or once the methods being fetched
+        # for it arrive (coming); either only while nothing stops the channel
+        runnable, coming = Signal(r), Signal(r)
         for i in range(r):
             c = self.pbdma_channel[i]
-            m.d.comb += runnable[i].eq(self.running[i] & (self.nonempty[i] | of(replay, c))
-                                       & ~of(self.parked, c) & ~of(blocked, c)
-                                       & ~of(self.release_stall, c) & ~of(err, c))
+            free = (self.running[i] & ~of(self.parked, c) & ~of(blocked, c)
+                    & ~of(self.release_stall, c) & ~of(err, c))
+            m.d.comb += [runnable[i].eq(free & (self.nonempty[i] | of(replay, c))),
+                         coming[i].eq(free & self.expecting[i])]
         m.d.comb += [arb.requests.eq(runnable), arb.priority.eq(self.priority)]
-        # where an idle CP goes ahead: a PBDMA whose channel's methods are being fetched and
-        # would be decodable when they arrive, other than the one whose context it holds
+        # where an idle CP goes ahead: a PBDMA whose channel's methods are on their way, other
+        # than the one whose context it holds
         ahead = Signal(r)
-        for i in range(r):
-            c = self.pbdma_channel[i]
-            m.d.comb += ahead[i].eq(self.running[i] & self.expecting[i]
-                                    & ~(loaded & (slot == i))
-                                    & ~of(self.parked, c) & ~of(blocked, c)
-                                    & ~of(self.release_stall, c) & ~of(err, c))
+        m.d.comb += ahead.eq(coming & ~Mux(loaded, (Const(1, r) << slot)[:r], 0))
         ahead_slot = Signal(cfg.pbdma_bits)
         m.d.comb += ahead_slot.eq(lowest_set(ahead, cfg.pbdma_bits))
         # ... unless the channel it holds is itself waiting for its methods (no ping-pong)
@@ -612,16 +610,10 @@ class CommandProcessor(wiring.Component):
         # end of its timeslice while another waits, still takes the CP
         held = Signal()
         held_runnable = Signal()
-        c_held = self.pbdma_channel[slot]
         m.d.comb += [
-            held.eq(loaded & self.running.bit_select(slot, 1)
-                    & (self.nonempty.bit_select(slot, 1) | of(replay, c_held)
-                       | self.expecting.bit_select(slot, 1))
-                    & ~of(self.parked, c_held) & ~of(blocked, c_held)
-                    & ~of(self.release_stall, c_held) & ~of(err, c_held)
-                    & ~higher_waiting
-                    & ~((self.ch_timeslice != 0) & (self.now >= slice_end) & others_waiting)),
             held_runnable.eq(runnable.bit_select(slot, 1)),
+            held.eq(loaded & (held_runnable | coming.bit_select(slot, 1)) & ~higher_waiting
+                    & ~((self.ch_timeslice != 0) & (self.now >= slice_end) & others_waiting)),
         ]
 
         def go_on_or_yield():
