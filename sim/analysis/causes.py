@@ -59,6 +59,57 @@ CAUSES = (
           "H200 one is free about half as often as in gpufe at A = 4 (probe sm_placement: "
           "gaps of 4.1, 7.4 and 12.9 us; gpufe's load blocks start 171 times per 800 us "
           "against the H200's 119)"),
+    Cause("slot-wait", r"actgap_c16_A1_g100_hi1_load100",
+          frozenset({"median_gap_us", "submitted_to_start_us"}),
+          "a high-priority chain beside the full-GPU load: each kernel waits for a block "
+          "slot the load frees, at once or up to a wave (20 us); both wait at once for a "
+          "quarter of the kernels (0.5 us) and the chain's period agrees (9.9 us against "
+          "10.7; unprofiled 9.56 against 9.36), but the H200's other waits bunch near a "
+          "whole wave (18.0-18.2 us at 75-90%) where gpufe's spread between (13.7 at 75%), "
+          "so the medians of the waits (3.6 against 6.5 us) and gaps fall apart"),
+    Cause("graph-start-per-node", r"dl_hostplain_b1_m100_gate", frozenset({"dl_ctrl_to_next_us"}),
+          "queued behind the gate, the next graph's first kernel after the control kernel: "
+          "under CUPTI the H200's gap grows with the graph (dl_hostplain 2.70, 3.14, 3.78 us "
+          "at 2, 3, 5 nodes; dl_host 7.50, 8.03, 8.56), unprofiled it does not (1.95, 2.24, "
+          "2.24; 5.41, 4.99, 4.93); gpufe's is one figure for every size (3.51; 7.21), "
+          "fitted between"),
+    Cause("few-records", r"dl_tail_b1_m100", frozenset({"median_kernel_us"}),
+          "the median of 12 records (4 repetitions of k_set, k_stamp and k_ctrl): the "
+          "b = 1 graph's k_stamp records 0.736 us on the H200, the same node 0.960 in the "
+          "b = 2 and 4 graphs (gpufe 0.961 in all three)"),
+    Cause("host-lead", r"fanout_c(1|8|32)_s256", frozenset({"submitted_to_start_us"}),
+          "the lead the host's 256 streams of launches build over the GPU: 211 to 569 us "
+          "over the six recordings of c8_s256 (c1: 372-565, c32: 324-603), the launch "
+          "call's median 5.3-8.2 us among them; gpufe's launch call (5.66 us) is at the "
+          "fast end of those, and its lead (587 us) at the top of the spread"),
+    Cause("graph-record-place", r"graph_nodes1", frozenset({"gpu_span_us", "median_kernel_us"}),
+          "CUPTI's graph kernel records vary with the node's place: the lone node of a "
+          "1-node graph records 0.544 us on the H200 (5 of 6 launches; a stream kernel's "
+          "length), in 10-node graphs the first 0.83-0.87, the middle ones 0.61-0.67, the "
+          "last 0.74-0.93; gpufe gives every graph node 0.704 (cupti_graph_kernel_ns, "
+          "fitted on chain_graph_gate's 1,000-node graph)"),
+    Cause("grid-record", r"grid_132", frozenset({"median_kernel_us"}),
+          "the H200 records the 128-thread k_empty of 1 and 132 blocks at 0.512 and 0.545 us "
+          "(20 launches each, grid_1 and grid_132), where chain's 32-thread one records "
+          "0.607 (3,000 launches); gpufe's record is chain's (0.608) plus the blocks' "
+          "placement (0.687 at 132 blocks)"),
+    Cause("first-graph-launch", r"gupdate_n10", frozenset({"gu_first_launch_sync_us"}),
+          "under CUPTI the H200's first launch of a new graph takes 46.8 us at 10 nodes "
+          "(later launches 8.9-11.5), 84 at 30, 343 at 100: 36, 61 and 220 us more than a "
+          "warm launch, about 2 us a node and ~15 us that does not grow; gpufe's first "
+          "launch (its upload, per node) adds 16.5 us at 10 nodes and 160 at 100, nothing "
+          "fixed (unprofiled the first launch and sync agree within 12%)"),
+    Cause("spin-launch", r"nocupti_chain_ns1000_g0", frozenset({"wall_per_rep_us"}),
+          "host-bound: the H200's host issues 300 1-us spin kernels at 6.0 us a launch (five "
+          "repetitions: 5.3-6.1), slower than 1,000 empty ones (4.0-4.6, nocupti_chain_g0) "
+          "and 5-us spin ones (4.8-5.4, nocupti_chain_ns5000_g0) in the same program; "
+          "gpufe's launch costs the same for every kernel (4.4 us)"),
+    Cause("reinst-launch", r"nocupti_gupdate_n3000", frozenset({"gu_reinst_launch_sync_us"}),
+          "the re-instantiated 3,000-node graph's launch and sync: on the H200 4.32-5.36 ms "
+          "over five repetitions (median 4.95), less than the first graph's 5.54 ms though "
+          "its kernels spin 100-500 ns more; gpufe's (7.33 ms) is more than its own first "
+          "launch's (6.37): its re-instantiated graph's upload costs what a new graph's "
+          "does (graph_upload_per_node_ns, 1.58 us a node)"),
     Cause("two-modes", r"(condhost|dl_hostplain)_b1_m100(_gate)?", frozenset({"median_gap_us"}),
           "a median between two modes: the graph's two kernels give 400 gaps inside a launch "
           "(H200 0.288 us, gpufe 0.097) and 396 between launches (H200 3.74 host-bound, "
