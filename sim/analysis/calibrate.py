@@ -496,6 +496,48 @@ def cold_call_fit(names=None):
     return {"cold_call_factor": best[1], "cold_decay_ns": best[2]}
 
 
+def _refill_lags_ns(run, hi):
+    """Probe sm_placement, one run: how long after the latest block end on its SM (ns) each
+    high-priority kernel started (``hi`` True; ``run``'s high-priority chains during the
+    load), or each of the load's blocks did on an SM whose blocks no gate shared (False)."""
+    import bisect
+    load = run["load"]
+    l0, l1 = min(b[1] for b in load), max(b[2] for b in load)
+    ends = {}
+    for sm, _, end in load:
+        ends.setdefault(sm, []).append(end)
+    for v in ends.values():
+        v.sort()
+
+    def lag(sm, t):
+        i = bisect.bisect_left(ends.get(sm, ()), t)
+        return t - ends[sm][i - 1] if i else None
+    if hi:
+        starts = [(sm, t) for c in run["chains"][:run["hi"]] for sm, t in c if l0 < t < l1]
+    else:
+        gated = {g[0] for g in run["gates"]}
+        starts = [(sm, t) for sm, t, _ in load if sm not in gated]
+    return [x for x in (lag(sm, t) for sm, t in starts) if x is not None and x < 2000]
+
+
+def dispatch_switch_fit():
+    """The work distributor's switch to another kernel (``dispatch_switch_ns``), from probe
+    sm_placement (a high-priority chain beside a low-priority load holding every SM): a
+    high-priority kernel starts a median 0.48 us after a load block ends on its SM, where
+    the load's own next block, with no other kernel to place, starts 0.22 us after one: the
+    difference is the distributor setting up the other kernel (the median over the runs
+    with high-priority chains, less that over the runs without)."""
+    runs = []
+    for path in sorted((HERE / "h200" / "probes" / "sm_placement").glob("sm_*.json.gz")):
+        d = json.loads(gzip.decompress(path.read_bytes()))
+        runs.append(dict(d["reps"][-1], hi=d["hi"]))
+    with_hi = statistics.median(statistics.median(_refill_lags_ns(r, True))
+                                for r in runs if r["hi"])
+    refill = statistics.median(statistics.median(_refill_lags_ns(r, False))
+                               for r in runs if not r["hi"])
+    return with_hi - refill
+
+
 def direct_fit():
     """Parameters read straight off the traces (ns)."""
     out = {}
@@ -556,6 +598,7 @@ def direct_fit():
     out["d2h_bytes_per_ns"] = copies["copy_d2h_gbps"]
     out["d2d_bytes_per_ns"] = copies["copy_d2d_gbps"]
     out.update(device_launch_fit())
+    out["dispatch_switch_ns"] = dispatch_switch_fit()
     return out
 
 

@@ -106,10 +106,12 @@ class _Plan:
     before the first too, ``ends_first``), each on the SM the placement takes; ``resumed``: a
     preempted block resuming."""
 
-    __slots__ = ("k", "n", "sms", "times", "ins", "wave", "ends_first", "resumed", "dry")
+    __slots__ = ("k", "n", "sms", "times", "ins", "wave", "ends_first", "resumed", "dry",
+                 "switch")
 
     def __init__(self):
         self.dry = False
+        self.switch = False
 
     def count_until(self, bound, d):
         """Placements of the chunk at or before ``bound``."""
@@ -411,6 +413,16 @@ class ComputeEngine(ComputeRules):
         x, ins0 = p
         plan = _Plan()
         plan.k, plan.wave, plan.resumed, plan.ends_first = k, None, False, False
+        if self._switches(k):
+            # the distributor sets up for k first (once the ends before it are taken, if k
+            # has room then), and places from the step after
+            if f <= p:
+                return _ENDS_FIRST
+            if self._first_with_room(k.threads) is None:
+                return None
+            plan.switch, plan.n = True, 1
+            plan.times, plan.ins = _chain(x, ins0, self.d, 1)
+            return plan
         if p < f and k.blocks - k.placed == 1 and not k.saved:
             # a kernel's last block (a one-block kernel's only one): the first SM with room
             sm = self._first_with_room(k.threads)
@@ -593,6 +605,15 @@ class ComputeEngine(ComputeRules):
 
     def _apply(self, plan, n):
         k, d = plan.k, self.d
+        if plan.switch:
+            x = int(plan.times[0])
+            self._version += 1
+            self._plan = None
+            self._switch_to(k)
+            self.dispatcher_free = x + self._switch
+            self._disp = (x + self._switch, x)
+            return
+        self._current = k
         sms = plan.sms[:n]
         times = plan.times[:n]
         x = int(times[0])

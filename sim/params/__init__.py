@@ -56,6 +56,10 @@ class Params:
     max_resident_kernels: int = _p("kernels that may have blocks on the SMs at once",
                                    "kernels", 1, 65536)
     block_dispatch_ns: float = _ns("work distributor: time between two block placements")
+    dispatch_switch_ns: float = _ns("work distributor: setting up another kernel's blocks "
+                                    "while the kernel it leaves has blocks left to place "
+                                    "(a kernel of greater priority takes the next free "
+                                    "slot), and again as it goes back to that kernel")
     launch_latency_ns: float = _ns("compute dispatch by the CP -> kernel eligible for block "
                                    "placement (descriptor fetch, setup)")
     graph_launch_latency_ns: float = _ns("graph node dispatch by the walker -> kernel eligible "
