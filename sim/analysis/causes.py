@@ -49,10 +49,6 @@ CAUSES = (
           "two kernels of different threads overlap on the H200 because their records are "
           "longer with several channels busy (bench/record_lengths.py); gpufe's records "
           "are not, and its kernels do not overlap"),
-    Cause("cond-stream", r"cond_b[124]_m100", frozenset({"channels_used"}),
-          "CUPTI records a WHILE node's body kernels on the device runtime's stream (15) and "
-          "another channel (0) than the graph's own kernel (stream 13, channel 2); gpufe "
-          "records them on the channel that launched the graph"),
     Cause("free-slot", r"nocupti_actgap_stamp_c16_A4_g100_hi[12]_load100",
           frozenset({"hi_period_us", "hi_chain_us"}),
           "a high-priority chain under a full-GPU load waits for a block slot the load frees: "

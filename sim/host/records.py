@@ -77,10 +77,31 @@ class Timeline:
         self._end_waits = {}
         self._records = {}          # id(job) -> record, while the front end has it
         self.ends_behind_stamps = False   # set by the profiler with latency timestamps
+        # graph id -> the table index of its conditional node's body's first node: CUPTI
+        # records those kernels on the device runtime's stream and channel, which run them
+        # (the H200: stream 15 and channel 0 for a WHILE node's body, the graph's own kernel
+        # on stream 13 and channel 2)
+        self._bodies = {}
+        self._device_runtime = None       # (stream id, channel id) once a graph needs it
 
     def stream_to(self, stream):
         """Hand records out through a ``TimelineStream`` instead of keeping them."""
         self.records, self.marks, self._tracker = stream, stream.marks, stream
+
+    def conditional_body(self, graph_id, first, stream_id):
+        """Graph ``graph_id``'s table holds a conditional node's body from index ``first``:
+        its kernels are recorded on the device runtime's stream (``stream_id``, taken by the
+        runtime the first time) and its own channel."""
+        if self._device_runtime is None:
+            channel = max(self._channel_types) + 1
+            self._channel_types[channel] = CHANNEL_COMPUTE
+            self._device_runtime = (stream_id, channel)
+        self._bodies[graph_id] = first
+
+    @property
+    def device_runtime_stream(self):
+        """The device runtime's stream id, None until a graph needs the device runtime."""
+        return None if self._device_runtime is None else self._device_runtime[0]
 
     def correlation_id(self):
         self._corr += 1
@@ -114,9 +135,13 @@ class Timeline:
         channel, node = job.key[0], job.key[2]
         graph = d["graph_id"]
         ids = (graph, graph << 32 | node) if graph else (0, 0)
+        if graph and node >= self._bodies.get(graph, node + 1):
+            stream, channel = self._device_runtime
+        else:
+            stream = d["stream_id"]
         if isinstance(job, Kernel):
             rec = {"kind": "kernel", "name": self.kernel_names[d["kernel_id"]],
-                   "corr": d["correlation_id"], "stream": d["stream_id"], "channel": channel,
+                   "corr": d["correlation_id"], "stream": stream, "channel": channel,
                    "channel_type": self._channel_types[channel], "queued": d["queued_ns"],
                    "submitted": d["submitted_ns"], "start": None, "end": None,
                    "grid": [d["grid_x"], d["grid_y"], d["grid_z"]],
@@ -131,7 +156,7 @@ class Timeline:
                                             rec["_dispatched"])
         else:
             rec = {"kind": "memcpy", "copy_kind": d["kind"], "bytes": d["length"],
-                   "corr": d["correlation_id"], "stream": d["stream_id"], "channel": channel,
+                   "corr": d["correlation_id"], "stream": stream, "channel": channel,
                    "channel_type": self._channel_types[channel], "start": None, "end": None,
                    "graph_id": ids[0], "graph_node": ids[1], "_copy": job}
         if job.device:

@@ -133,6 +133,7 @@ class Runtime:
         cosim.activity = self.timeline
         self.profiler = Profiler(cosim, self.timeline)
         self.streams = {}
+        self._stream_ids = 0        # stream ids given out (the device runtime's included)
         self.events = {}
         self.graphs = {}
         self._graph_ids = 0
@@ -265,15 +266,19 @@ class Runtime:
 
     # -- streams and events -----------------------------------------------------------------------
 
+    def _stream_id(self):
+        """The next stream id, as CUDA numbers them (the first user stream's is 13)."""
+        self._stream_ids += 1
+        return STREAM_ID_BASE + self._stream_ids - 1
+
     def stream_create(self, name, priority=0):
         if name in self.streams:
             raise ApiError(f"stream {name!r} already exists")
         start, corr = self.now(), self.timeline.correlation_id()
-        idx = len(self.streams)
         if self.sim.next_syncpoint >= self.cfg.syncpoints:
             raise ApiError(f"more streams than syncpoints ({self.cfg.syncpoints})")
         ch = self.umd.stream_channel()
-        s = Stream(name, STREAM_ID_BASE + idx, priority, ch, syncpoint=self.sim.take_syncpoint(),
+        s = Stream(name, self._stream_id(), priority, ch, syncpoint=self.sim.take_syncpoint(),
                    host_sem=self.sim.mem.alloc(16, align=16))
         s.tracking = self.sim.track_syncpoint(s.syncpoint)
         s.lock = DriverLock(self, f"stream {name!r}", self.p.lock_turn_ns,
@@ -703,6 +708,12 @@ class Runtime:
         self._graph_ids += 1
         g.executable = instantiate(self.umd, g, self._graph_ids, self._kernel_id,
                                    device_launch_of, handle)
+        if conds:
+            # the device runtime runs its conditional node's body (the first time it is
+            # needed, it takes a stream id)
+            rt = self.timeline.device_runtime_stream
+            self.timeline.conditional_body(self._graph_ids, len(g.nodes),
+                                           self._stream_id() if rt is None else rt)
         if n and self._graph_pool_free >= n:
             # the memory of a destroyed executable graph: the writes only
             self._graph_pool_free -= n

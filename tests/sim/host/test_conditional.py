@@ -44,6 +44,25 @@ def test_a_while_node_runs_its_body_per_launch_at_the_iteration_period(params):
     assert {k["graph_node"] & 0xFFFF for k in mine[1:]} == {2, 3}
 
 
+def test_the_body_is_recorded_on_the_device_runtimes_stream_and_channel(params):
+    """CUPTI records a WHILE node's body kernels on the stream and channel of the device
+    runtime, which runs them (the H200: stream 15, channel 0; the graph's own kernel on
+    stream 13, channel 2): the runtime's stream takes the next stream id, once, and a user
+    stream created after it the one after."""
+    body = capture("body", [launch("s", 0, kernel="k_body")])
+    prog = run_graph(body + capture("g", [launch("s", 0, kernel="k_set")]) + [cond()])
+    prog += streams("late") + [launch("late", 0, kernel="k_late"),
+                               {"op": "stream_synchronize", "stream": "late"}]
+    ks = kernels(simulate(workload(prog), params, backend="compiled").records)
+    where = {}
+    for k in ks:
+        where.setdefault(k["name"], set()).add((k["stream"], k["channel"]))
+    (own,), (body_at,) = where["k_set"], where["k_body"]
+    assert own[0] == 13 and body_at[0] == 14
+    assert body_at[1] != own[1]
+    assert [s for s, _ in where["k_late"]] == [15]
+
+
 @pytest.mark.parametrize("body_kernels", [1, 3])
 def test_under_cupti_each_iteration_pays_for_every_body_kernel_recorded(params, body_kernels):
     """Traced, CUPTI records the body's kernels one by one as each iteration launches the
