@@ -260,10 +260,11 @@ def graph_update_fit(cupti_gap_ns, sizes=GUPDATE_FIT_SIZES):
     relative to the measured times, as validation scores them; the knee the one of least
     total error, to 10 nodes.
 
-    With CUPTI, its time per node of an update, a destroy, a re-instantiation and each
-    SetParams call (``cupti_gap_ns`` after each call, then this per node: the median over
-    the calls and sizes of what each profiled call took more, per node); what a process's
-    first capture costs more. ``sizes``: the graph sizes fitted on (cross-validation leaves
+    With CUPTI, its time per node of an update, a destroy and a re-instantiation, and of
+    each SetParams call's node, each operation's own (``cupti_gap_ns`` after each call,
+    then this per node: the median over the sizes of what the profiled call took more, per
+    node, the profiled call the median over the size's recordings); what a process's first
+    capture costs more. ``sizes``: the graph sizes fitted on (cross-validation leaves
     some out; at least three)."""
     off = {n: _trace(f"nocupti_gupdate_n{n}") for n in sizes}
     on = {n: _trace(f"gupdate_n{n}") for n in sizes}
@@ -300,17 +301,27 @@ def graph_update_fit(cupti_gap_ns, sizes=GUPDATE_FIT_SIZES):
         for name, value in zip(names, (fixed, per, miss)):
             if name:
                 out[name] = max(value, 0.0)
-    # (nodes, unprofiled, profiled) of each call: the profiled time is the unprofiled one,
-    # CUPTI's gap and the nodes' CUPTI time
-    calls = [(n, _gu_median(off[n], what, key), _gu_median(on[n], what, key))
-             for n in sizes for what, key in (("gu_update", "update_ns"),
-                                              ("gu_reinst", "destroy_ns"),
-                                              ("gu_reinst", "instantiate_ns"))]
-    calls += [(1, set_per_node(off[n]), set_per_node(on[n])) for n in sizes]
-    # the median of each call's own (robust to one run on a faster vCPU: CUPTI's part of
-    # the profiled n = 30 re-instantiation comes out at nothing)
-    out["cupti_graph_update_node_ns"] = max(statistics.median(
-        (b - a - cupti_gap_ns) / n for n, a, b in calls), 0.0)
+    # CUPTI's time per node, each operation's own (an update 0.10-0.15 us a node, a destroy
+    # 0.17-0.38, a re-instantiation 0.52-1.26, a SetParams call 0.20-0.36): the profiled
+    # call is the unprofiled one, CUPTI's gap and its nodes' CUPTI time. The profiled call
+    # is the median over the size's recordings (the bundled one and its repeats: a process
+    # on a faster vCPU makes one recording's CUPTI part come out at nothing), the fit the
+    # median over the sizes
+    from gpufe.sim.analysis.validate import repeat_paths
+    recorded = {n: [on[n], *(read_fe_trace(p) for p in repeat_paths(f"gupdate_n{n}"))]
+                for n in sizes}
+
+    def cupti_part(n, per_node):
+        return (statistics.median(per_node(t) for t in recorded[n]) - per_node(off[n])
+                - cupti_gap_ns)
+    for name, what, key in (("cupti_graph_update_node_ns", "gu_update", "update_ns"),
+                            ("cupti_graph_destroy_node_ns", "gu_reinst", "destroy_ns"),
+                            ("cupti_graph_reinstantiate_node_ns", "gu_reinst",
+                             "instantiate_ns")):
+        out[name] = max(statistics.median(
+            cupti_part(n, lambda t: _gu_median(t, what, key)) / n for n in sizes), 0.0)
+    out["cupti_graph_set_params_ns"] = max(statistics.median(
+        cupti_part(n, set_per_node) for n in sizes), 0.0)
     # a capture of n launches, without CUPTI: the recaptures' (the first capture of a
     # process costs more); its begin and end share the fixed part
     a, b, c = fits["gu_update.capture_ns"]

@@ -105,9 +105,16 @@ class Profiler:
         """CUPTI's CPU time after an API call (for an op that makes several calls)."""
         return self.p.cupti_call_gap_ns if self.enabled else 0
 
-    def graph_update_node_ns(self):
-        """CPU time per node of a graph update, destroy or re-instantiation: CUPTI's."""
-        return self.p.cupti_graph_update_node_ns if self.enabled else 0
+    def graph_operation_ns(self, operation):
+        """CUPTI's CPU time per node of a graph ``operation``: ``update``
+        (cudaGraphExecUpdate), ``set_params`` (a SetParams call's one node), ``destroy``
+        (cudaGraphExecDestroy) or ``reinstantiate``."""
+        if not self.enabled:
+            return 0
+        return getattr(self.p, {"update": "cupti_graph_update_node_ns",
+                                "set_params": "cupti_graph_set_params_ns",
+                                "destroy": "cupti_graph_destroy_node_ns",
+                                "reinstantiate": "cupti_graph_reinstantiate_node_ns"}[operation])
 
     def graph_node_ns(self):
         """CPU time per node of a graph launch: CUPTI makes each node's records."""

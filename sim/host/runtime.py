@@ -718,7 +718,7 @@ class Runtime:
             # the memory of a destroyed executable graph: the writes only
             self._graph_pool_free -= n
             yield ("cpu", self.p.graph_walk_ns(self.p.graph_reinstantiate_per_node_ns
-                                               + self.profiler.graph_update_node_ns(),
+                                               + self.profiler.graph_operation_ns("reinstantiate"),
                                                self.p.graph_reinstantiate_miss_ns, n))
         else:
             yield ("cpu", self.p.instantiate_cpu_ns + self.p.instantiate_per_node_ns * n)
@@ -783,7 +783,8 @@ class Runtime:
             if block_ns is not None and x.nodes[i].block_ns != block_ns:
                 x.nodes[i] = replace(x.nodes[i], block_ns=block_ns)
                 x.changed.add(i)
-            yield ("cpu", self.p.graph_set_params_cpu_ns + self.profiler.graph_update_node_ns())
+            yield ("cpu", self.p.graph_set_params_cpu_ns
+                   + self.profiler.graph_operation_ns("set_params"))
             self._record("graph_exec_set_params", start, corr)
             if k < len(index) - 1:
                 # one API call a node: CUPTI's time after each (the op's last is the run's)
@@ -814,7 +815,7 @@ class Runtime:
         n = len(x.nodes)
         yield ("cpu", self.p.graph_update_cpu_ns
                + self.p.graph_walk_ns(self.p.graph_update_per_node_ns
-                                      + self.profiler.graph_update_node_ns(),
+                                      + self.profiler.graph_operation_ns("update"),
                                       self.p.graph_update_miss_ns, n))
         self._record("graph_exec_update", start, corr)
 
@@ -828,7 +829,7 @@ class Runtime:
         self._graph_pool_free += n
         yield ("cpu", self.p.graph_exec_destroy_cpu_ns
                + self.p.graph_walk_ns(self.p.graph_exec_destroy_per_node_ns
-                                      + self.profiler.graph_update_node_ns(),
+                                      + self.profiler.graph_operation_ns("destroy"),
                                       self.p.graph_exec_destroy_miss_ns, n))
         self._record("graph_exec_destroy", start, corr)
 

@@ -216,9 +216,15 @@ class Params:
     profiler_op_ns: float = _cpu("torch.profiler: CPU time per operator record (Kineto's "
                                  "cpu_op) beyond CUPTI's per-call costs; a replay takes it "
                                  "out of a trace's CPU gaps for --profiler off")
-    cupti_graph_update_node_ns: float = _cpu("CUPTI: CPU time per node of a graph update "
-                                             "(each SetParams call, cudaGraphExecUpdate, "
-                                             "cudaGraphExecDestroy, a re-instantiation)")
+    # CUPTI's time per node of the graph operations, each its own (its callbacks differ by
+    # what the operation does to a node: new parameters, a node freed, a node made)
+    cupti_graph_update_node_ns: float = _cpu("CUPTI: CPU time per node of cudaGraphExecUpdate")
+    cupti_graph_set_params_ns: float = _cpu("CUPTI: CPU time of a SetParams call's node")
+    cupti_graph_destroy_node_ns: float = _cpu("CUPTI: CPU time per node of "
+                                              "cudaGraphExecDestroy")
+    cupti_graph_reinstantiate_node_ns: float = _cpu("CUPTI: CPU time per node of a "
+                                                    "re-instantiation (into the graph pool a "
+                                                    "destroyed executable graph freed)")
     cupti_kernel_ns: float = _ns("CUPTI: added to every kernel's duration (its timestamps)")
     cupti_graph_kernel_ns: float = _ns("CUPTI: added to every graph kernel's duration")
     cupti_device_launch_ns: float = _ns("CUPTI: added to each operation of the device "
