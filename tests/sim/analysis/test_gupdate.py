@@ -1,8 +1,10 @@
 """fe_trace2 gupdate as validation scenarios: the program's intervals read the same way from
 the trace (its gu_* records) and from the model (its marks), and the update paths' CPU
-times within the issue's 20% of the bundled recording where they were not fitted (the
-profiled run: CUPTI's part is fitted on the slopes, the calls' totals are not); against the
-median of the program's six recordings (probe host_repeats), within validate's tolerance."""
+times within the issue's 20% where they were not fitted (the profiled run: CUPTI's part is
+fitted per node on the median over the sizes, the calls' totals are not), scored as validate
+scores them: against the median of the program's six recordings (probe host_repeats) where
+there are several (the bundled profiled recording alone is one draw of a wide spread:
+gupdate_n100's re-instantiation 124-238 us over six runs, 165 the bundled one)."""
 
 import pytest
 
@@ -51,5 +53,5 @@ def test_every_interval_is_compared_on_both_sides(rows):
     ("gupdate_n100", "gu_reinstantiate_us"), ("gupdate_n100", "gu_update_capture_us"),
     ("nocupti_gupdate_n10", "gu_update_capture_us"),
     ("nocupti_gupdate_n10", "gu_reinst_launch_sync_us")])
-def test_update_paths_cpu_times_within_20_percent(rows, scenario, metric):
-    assert abs(rows[(scenario, metric)]["rel_error"]) <= 0.20, rows[(scenario, metric)]
+def test_update_paths_cpu_times_within_20_percent(scored, scenario, metric):
+    assert abs(scored[(scenario, metric)]["rel_error"]) <= 0.20, scored[(scenario, metric)]
