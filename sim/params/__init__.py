@@ -211,6 +211,13 @@ class Params:
     # -- the profiler (--profiler cupti: CUPTI activity tracing, as the traces were taken) --
     cupti_launch_ns: float = _cpu("CUPTI: CPU time added inside every cudaLaunchKernel")
     cupti_call_gap_ns: float = _cpu("CUPTI: CPU time added after every API call")
+    # a call captured into a graph launches nothing: CUPTI's callbacks run around it, but no
+    # kernel activity record is set up inside it nor finished after it
+    cupti_captured_call_ns: float = _cpu("CUPTI: CPU time added inside a launch or copy "
+                                         "captured into a graph (its runtime record ends "
+                                         "after it)")
+    cupti_captured_gap_ns: float = _cpu("CUPTI: CPU time added after a captured launch or "
+                                        "copy, instead of cupti_call_gap_ns")
     cupti_graph_node_ns: float = _cpu("CUPTI: cudaGraphLaunch CPU time added per node (its "
                                      "per-node records)")
     profiler_op_ns: float = _cpu("torch.profiler: CPU time per operator record (Kineto's "

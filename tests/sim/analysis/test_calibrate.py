@@ -83,3 +83,19 @@ def test_the_third_recordings_families_are_fitted_on_every_size_recorded():
             assert fitted_on == set(f.sizes), (parameter, fitted_on)
     assert crossval.family("threads").sizes == THREADS_FIT_SIZES == (2, 3, 4, 6, 8, 12)
     assert crossval.family("gupdate").sizes == GUPDATE_FIT_SIZES == (10, 30, 100, 300, 3000)
+
+
+def test_the_captured_call_fit_reads_the_slow_vcpus_records_only():
+    """gupdate's profiled captures: a process on a fast vCPU records its captured launches
+    at ~0.59 us and 0.30 us apart, one on a slow vCPU at ~1.06 and 0.52; the fit takes the
+    slow ones (the set's vCPU), whatever their share."""
+    import statistics
+    from gpufe.sim.analysis.calibrate import _captured_launches, _trace, captured_call_fit
+    from gpufe.sim.analysis.traces import read_fe_trace
+    from gpufe.sim.analysis.validate import repeat_paths
+    runs = [_trace("gupdate_n10"), *map(read_fe_trace, repeat_paths("gupdate_n10"))]
+    gaps = sorted(statistics.median(g for _, g in _captured_launches(t)) for t in runs)
+    assert gaps[0] < 350 < 450 < gaps[-1]          # both kinds of process are there
+    fit = captured_call_fit(runs, 588.0, fast_scale=0.522)
+    assert 380 <= fit["cupti_captured_call_ns"] <= 520
+    assert 450 <= fit["cupti_captured_gap_ns"] <= 560
