@@ -126,6 +126,15 @@ CAUSES = (
           "in most processes and 5-8 us in some (dl_ff_b4's: 5.1 and 5.3, as warm; the "
           "thread kept its CPU through the wait), which sets the median of its b = 4 "
           "programs' runs 10-12 us against gpufe's 16-17 (probe host_repeats)"),
+    Cause("issue-speed", r"nocupti_dl_(host|hostplain|ff)_b[124]_m100(_gate)?",
+          frozenset({"dl_issue_us"}),
+          "the host's time per graph launch moves by process: on the same host type (an "
+          "H100 machine, probe unprofiled_repeats) the gated hostplain programs issue at "
+          "1.59-2.78 us over five processes (medians 2.37-2.62; gpufe 2.56-2.57), host_b4 "
+          "gated at 4.57-5.26 (5.09; gpufe 5.36), ff_b2 gated 3.66-5.44 (4.94; 5.35), "
+          "host_b2 4.48-5.19 (4.88; 4.82); the H200's one recording of each lies at the "
+          "fast end or below (1.54-1.65, 3.51, 3.62, 3.62): some processes issue ~35% "
+          "faster"),
 )
 
 _COMPILED = [(re.compile(c.scenarios), c) for c in CAUSES]
