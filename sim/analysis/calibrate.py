@@ -246,7 +246,7 @@ def _hinge_error(points, knee, fixed=True):
     return sum(((a + b * n + c * max(n - knee, 0)) / y - 1) ** 2 for n, y in points)
 
 
-def graph_update_fit(cupti_gap_ns, sizes=GUPDATE_FIT_SIZES):
+def graph_update_fit(cupti_gap_ns, fast_scale, sizes=GUPDATE_FIT_SIZES):
     """The graph operations' CPU times, from fe_trace2 gupdate (n = 10 to 3,000 nodes, the
     program's own clock).
 
@@ -265,7 +265,8 @@ def graph_update_fit(cupti_gap_ns, sizes=GUPDATE_FIT_SIZES):
     then this per node: the median over the sizes of what the profiled call took more, per
     node, the profiled call the median over the size's recordings); what a process's first
     capture costs more. ``sizes``: the graph sizes fitted on (cross-validation leaves
-    some out; at least three)."""
+    some out; at least three); ``fast_scale``: ``host_fast_cpu_scale``, which tells the
+    recordings made on a fast vCPU (:func:`captured_call_fit`)."""
     off = {n: _trace(f"nocupti_gupdate_n{n}") for n in sizes}
     on = {n: _trace(f"gupdate_n{n}") for n in sizes}
 
@@ -334,7 +335,7 @@ def graph_update_fit(cupti_gap_ns, sizes=GUPDATE_FIT_SIZES):
     a, b = _line(first)
     out["capture_first_cpu_ns"], out["capture_grow_per_node_ns"] = max(a, 0.0), max(b, 0.0)
     out.update(captured_call_fit([t for ts in recorded.values() for t in ts],
-                                 out["capture_call_cpu_ns"]))
+                                 out["capture_call_cpu_ns"], fast_scale))
     return out
 
 
@@ -354,7 +355,7 @@ def _captured_launches(records):
     return out
 
 
-def captured_call_fit(recordings, capture_call_ns, fast_scale=None):
+def captured_call_fit(recordings, capture_call_ns, fast_scale):
     """CUPTI's time inside a launch captured into a graph and after it, from profiled
     ``recordings`` (gupdate's, every size and run): per recording the median captured
     launch's record and gap, on the set's (slow) vCPU only: a process on a fast one takes
@@ -362,7 +363,6 @@ def captured_call_fit(recordings, capture_call_ns, fast_scale=None):
     0.30), told apart by a record shorter than ``sqrt(fast_scale)`` times the upper
     quartile's. Inside: the slow records' median less the unprofiled call
     (``capture_call_ns``); after: the slow gaps' median."""
-    fast_scale = load(BASE).host_fast_cpu_scale if fast_scale is None else fast_scale
     each = [(statistics.median(x for x, _ in c), statistics.median(g for _, g in c))
             for c in map(_captured_launches, recordings) if c]
     upper = statistics.quantiles([x for x, _ in each], n=4)[2]
@@ -635,7 +635,7 @@ def direct_fit():
     out["pdl_window"] = pdl_window()
     out.update(threads_fit())
     out["lock_wake_ns"] = lock_wake_ns(out["cupti_launch_ns"] + out["cupti_call_gap_ns"])
-    out.update(graph_update_fit(out["cupti_call_gap_ns"]))
+    out.update(graph_update_fit(out["cupti_call_gap_ns"], out["host_fast_cpu_scale"]))
     inst = [(r["nodes"], r["instantiate_ns"]) for t in graphs for r in t
             if r["kind"] == "meta" and r["what"] == "graph_built"]
     a, b = _line(inst)

@@ -41,7 +41,7 @@ class Family:
 
 
 def _gupdate(params, sizes, backend):
-    return cal.graph_update_fit(params.cupti_call_gap_ns, sizes)
+    return cal.graph_update_fit(params.cupti_call_gap_ns, params.host_fast_cpu_scale, sizes)
 
 
 def _threads(params, sizes, backend):

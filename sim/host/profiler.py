@@ -94,14 +94,16 @@ class Profiler:
         if self.enabled:
             mine = [r for r in records[n:] if r["kind"] == "runtime"]
             captured, self.captured = self.captured, False
-            inside = (self.p.cupti_captured_call_ns if captured
-                      else self.p.cupti_launch_ns
-                      if mine and mine[-1]["name"].startswith("cudaLaunchKernel") else 0)
+            if captured:
+                inside, after = self.p.cupti_captured_call_ns, self.p.cupti_captured_gap_ns
+            elif mine and mine[-1]["name"].startswith("cudaLaunchKernel"):
+                inside, after = self.p.cupti_launch_ns, self.p.cupti_call_gap_ns
+            else:
+                inside, after = 0, self.p.cupti_call_gap_ns
             if mine and inside:
                 yield ("cpu", inside)
                 mine[-1]["end"] = self.sim.now_ns
-            yield ("cpu", self.p.cupti_captured_gap_ns if captured
-                   else self.p.cupti_call_gap_ns)
+            yield ("cpu", after)
         return result
 
     def capture_call(self):

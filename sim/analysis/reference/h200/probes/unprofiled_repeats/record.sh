@@ -14,14 +14,11 @@
 set -u
 ROUNDS=${1:-5}
 DEADLINE_S=${DEADLINE_S:-420}
-R=sim/analysis/reference/h200
 T0=$(date +%s)
-CUDA=${CUDA_HOME:-$(dirname $(dirname $(readlink -f $(which nvcc))))}
-INC="-I$CUDA/include -I$CUDA/extras/CUPTI/include -L$CUDA/lib64 -L$CUDA/extras/CUPTI/lib64 -lcupti"
-nvcc -O2 -arch=sm_90 $R/fe_trace.cu $INC -o /tmp/fe_trace &
+: "${LD_LIBRARY_PATH:=}"
+# /tmp/fe_trace, R, INC and the loader's path; then fe_trace2 the same way
+source sim/analysis/reference/h200/probes/build_fe_trace.sh
 nvcc -O2 -arch=sm_90 $R/fe_trace2.cu $INC -o /tmp/fe_trace2
-wait
-export LD_LIBRARY_PATH=$CUDA/lib64:$CUDA/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
 LOG=$OUT/log.txt
 W=/tmp/rec
 mkdir -p $W/repeats
