@@ -5,13 +5,9 @@
 # 2,000 ns each), issued branch after branch and round robin, without and with CUPTI, 20
 # launches each, each run a fresh process. Output: $OUT/branches.jsonl, $OUT/host.txt.
 set -u
-P=sim/analysis/reference/h200/probes/graph_branches
-CUDA=${CUDA_HOME:-$(dirname $(dirname $(readlink -f $(which nvcc))))}
-nvcc -O2 -arch=sm_90 $P/branches.cu -I$CUDA/include -I$CUDA/extras/CUPTI/include \
-     -L$CUDA/lib64 -L$CUDA/extras/CUPTI/lib64 -lcupti -o /tmp/branches || exit 1
-export LD_LIBRARY_PATH=$CUDA/lib64:$CUDA/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
-{ date -u; nproc; lscpu | grep -E "Model name|Hypervisor";
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; } > $OUT/host.txt
+. sim/analysis/reference/h200/probes/cuda_env.sh
+nvcc -O2 -arch=sm_90 $R/probes/graph_branches/branches.cu $INC -o /tmp/branches || exit 1
+host_info $OUT/host.txt
 for cupti in 0 1; do
   for order in 0 1; do
     for B in 1 2 4; do

@@ -14,15 +14,13 @@ ROUNDS=${1:-5}
 shift || true
 DEADLINE_S=${DEADLINE_S:-480}
 T0=$(date +%s)
-: "${LD_LIBRARY_PATH:=}"
-# /tmp/fe_trace, R, INC and the loader's path; then fe_trace2 the same way
+# /tmp/fe_trace, R, INC, the loader's path and host_info; then fe_trace2 the same way
 source sim/analysis/reference/h200/probes/build_fe_trace.sh
 nvcc -O2 -arch=sm_90 $R/fe_trace2.cu $INC -o /tmp/fe_trace2
 LOG=$OUT/log.txt
 W=/tmp/rec
 mkdir -p $W/repeats
-{ date -u; nproc; lscpu | grep -E "Model name|Hypervisor";
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; } > $OUT/host.txt
+host_info $OUT/host.txt
 python3 $R/probes/unprofiled_repeats/commands.py "$@" > $W/commands.txt || exit 1
 
 for r in $(seq 1 $ROUNDS); do
