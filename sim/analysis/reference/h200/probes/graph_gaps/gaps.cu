@@ -3,7 +3,8 @@
 // ~96 ns for fe_trace's empty ones). A chain of N kernels, each depending on the one before,
 // of a given parameter block size (P bytes), grid (G blocks of 128 threads), dynamic shared
 // memory (S bytes a block), work (each block spins NS ns) and number of distinct functions
-// (K: node i runs the (i % K)th of K otherwise equal kernels), is run
+// (K: node i runs the (i % K)th of K otherwise equal kernels) and memory traffic (per: each
+// thread copies that many float4s, 16 bytes each, scaled by 2, as an elementwise kernel does), is run
 //   - as a graph (captured from one stream; uploaded; launched REPS times, each synchronised);
 //   - in a stream, queued behind a gate kernel that spins until every launch is made, so that
 //     the chain runs GPU-bound as the graph does (REPS times).
@@ -34,12 +35,19 @@ template <int P> struct Params { unsigned char pad[P]; };
 
 // F: which of four otherwise equal functions (a chain of K functions, node i the (i % K)th)
 template <int P, int F>
-__global__ void k_work(Params<P> p, u64 *start, u64 *end, u64 ns) {
+__global__ void k_work(Params<P> p, u64 *start, u64 *end, u64 ns, const float4 *src, float4 *dst,
+                       int per) {
   extern __shared__ unsigned char smem[];
   u64 t0 = now();
   if (threadIdx.x == 0) atomicMin(start, t0);
   u64 t = t0;
   while (t - t0 < ns) t = now();
+  // memory-bound work: each thread copies `per` float4s (an elementwise kernel's traffic)
+  size_t stride = (size_t)gridDim.x * blockDim.x, i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (int j = 0; j < per; j++) {
+    float4 v = src[i0 + j * stride];
+    dst[i0 + j * stride] = make_float4(v.x * 2, v.y * 2, v.z * 2, v.w * 2);
+  }
   if (p.pad[P - 1] == 7 + F) smem[threadIdx.x] = 1; // the block reads its parameters
   __syncthreads();
   if (threadIdx.x == 0) atomicMax(end, now());
@@ -62,10 +70,15 @@ static void CUPTIAPI buf_done(CUcontext, uint32_t, uint8_t *buf, size_t, size_t 
   free(buf);
 }
 
+// the memory-bound variant's arrays (MEM_BYTES each) and float4s a thread copies
+static float4 *g_src, *g_dst;
+static int g_per;
+static const size_t MEM_BYTES = 64u << 20;
+
 template <int P, int F>
 void launch(int i, int G, int S, u64 ns, cudaStream_t s, u64 *st) {
   Params<P> p = {};
-  k_work<P, F><<<G, 128, S, s>>>(p, st + 2 * i, st + 2 * i + 1, ns);
+  k_work<P, F><<<G, 128, S, s>>>(p, st + 2 * i, st + 2 * i + 1, ns, g_src, g_dst, g_per);
 }
 
 typedef void (*launcher)(int, int, int, u64, cudaStream_t, u64 *);
@@ -89,16 +102,25 @@ int main(int argc, char **argv) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::vector<u64> h(2 * N);
-  int grids[] = {1, 132, 528, 1320};
+  int grids[] = {1, 132, 528, 1024, 1320};
   int smems[] = {0};
   int kinds[] = {1, 2, 4};
+  int pers[] = {0, 4, 16};
+  CK(cudaMalloc(&g_src, MEM_BYTES));
+  CK(cudaMalloc(&g_dst, MEM_BYTES));
+  CK(cudaMemset(g_src, 0, MEM_BYTES));
   u64 works[] = {0, 2000};
+  for (int per : pers)
   for (int pi = 0; pi < 2; pi++)
   for (int K : kinds)
   for (int G : grids)
   for (int S : smems)
   for (u64 ns : works)
   for (int graph = 0; graph < 2; graph++) {
+    // the memory-bound chains: one parameter block, one function, no spin, 1,024 blocks
+    // (PyTorch's elementwise kernels) besides the grids above
+    if (per && (pi || K > 1 || ns)) continue;
+    g_per = per;
     cudaGraphExec_t x = 0;
     if (graph) {
       cudaGraph_t g;
@@ -150,10 +172,10 @@ int main(int argc, char **argv) {
     std::sort(gaps.begin(), gaps.end());
     std::sort(lens.begin(), lens.end());
     size_t n = gaps.size();
-    printf("{\"cupti\":%d,\"graph\":%d,\"P\":%d,\"K\":%d,\"G\":%d,\"S\":%d,\"ns\":%llu,\"N\":%d,\"reps\":%d,"
+    printf("{\"cupti\":%d,\"graph\":%d,\"P\":%d,\"K\":%d,\"per\":%d,\"G\":%d,\"S\":%d,\"ns\":%llu,\"N\":%d,\"reps\":%d,"
            "\"gap_p50\":%lld,\"gap_p10\":%lld,\"gap_p90\":%lld,\"len_p50\":%lld,"
            "\"records\":%zu,\"rec_gap_p50\":%lld,\"rec_len_p50\":%lld}\n",
-           cupti, graph, sizes[pi], K, G, S, ns, N, reps, gaps[n / 2], gaps[n / 10], gaps[n * 9 / 10],
+           cupti, graph, sizes[pi], K, per, G, S, ns, N, reps, gaps[n / 2], gaps[n / 10], gaps[n * 9 / 10],
            lens[lens.size() / 2], recs.size(), rgaps.empty() ? -1LL : rgaps[rgaps.size() / 2],
            rlens.empty() ? -1LL : rlens[rlens.size() / 2]);
     fflush(stdout);
