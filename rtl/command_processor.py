@@ -13,7 +13,7 @@ from .fetcher import fault_layout
 from .layouts import (SecOp, MethodHeader, Method, Subchannel, SemOp, SemExecute, Reduction,
                       ChannelState, ErrorCause, CPState, HOST_METHOD_LIMIT, COMPUTE_METHODS,
                       COPY_METHODS, ADDR_BITS, launch_record_layout, copy_record_layout,
-                      graph_launch_layout)
+                      graph_launch_layout, GRAPH_HANDOVER_SHIFT, GRAPH_HANDOVER_BITS)
 from .syncpoint import release_layout, acquire_layout, ReleaseKind
 
 __all__ = ["CommandProcessor", "context_layout", "HOST_METHODS"]
@@ -529,6 +529,8 @@ class CommandProcessor(wiring.Component):
                                      self.graph.payload.table.eq(ctx.graph_table),
                                      self.graph.payload.nodes.eq(mdata),
                                      self.graph.payload.device_runtime.eq(mdata[31]),
+                                     self.graph.payload.handover.eq(
+                                         mdata[GRAPH_HANDOVER_SHIFT:][:GRAPH_HANDOVER_BITS]),
                                      self.graph.payload.release.eq(ctx.graph_release),
                                      self.graph.payload.index.eq(ctx.graph_index),
                                      self.graph.payload.value.eq(ctx.graph_value),

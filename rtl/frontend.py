@@ -123,7 +123,8 @@ class FrontEnd(wiring.Component):
         Cycles from a syncpoint counter change to the re-check of parked channels.
     acquire_poll : In(16)
         ns to re-check one parked channel that is on no PBDMA (its acquire state read back
-        from its context).
+        from its context); also the graph walker's interval between two reads of a launch's
+        hand-over count while one of its branches is held.
     timestamp_hold, stamp_hold, stamp_fetch : In(16)
         ns a timestamp release holds its channel after its last write is taken (its round
         trip): with RELEASE_WFI, without, and added to either while the channel's PBDMA still
@@ -377,7 +378,10 @@ class FrontEnd(wiring.Component):
             m.d.comb += [w.graph_start.eq(db.graph_start), w.cond_start.eq(db.cond_start),
                          w.device_start.eq(db.device_start), w.tail_start.eq(db.tail_start),
                          w.runtime_start.eq(db.runtime_start),
-                         w.graph_prepare.eq(db.graph_prepare), w.cond_record.eq(db.cond_record)]
+                         w.graph_prepare.eq(db.graph_prepare), w.cond_record.eq(db.cond_record),
+                         # (the front end reads host memory for a graph's hand-over count as
+                         # often as for a parked acquire)
+                         w.branch_poll.eq(self.acquire_poll)]
         wake = Mux(rl.wake_at < cp.wake_at, rl.wake_at, cp.wake_at)
         wake = Mux(sp.wake_at < wake, sp.wake_at, wake)
         wake = Mux(gw.wake_at < wake, gw.wake_at, wake)

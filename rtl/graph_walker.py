@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import FrontEndConfig
 from .layouts import (GraphNode, GraphEdge, GraphNodeKind, GRAPH_NODE_DWORDS, COPY_FLAG_DESCRIPTOR,
+                      GRAPH_HANDOVER_BITS,
                       ErrorCause, ADDR_BITS, dma_read_request_layout, dma_read_response_layout,
                       launch_record_layout, copy_record_layout, completion_layout,
                       graph_launch_layout)
@@ -18,14 +19,21 @@ __all__ = ["GraphWalker", "WalkerState", "CompletionState", "CondState", "node_e
            "edge_entry_layout", "tail_launch_layout"]
 
 
+#: hand-overs a walker holds between reading them and queueing their branches (more are read
+#: once one is queued)
+BRANCH_SETUPS = 4
+
+
 class WalkerState(enum.Enum, shape=3):
-    """State of the walker: loading a table, queueing its roots, running, reporting."""
+    """State of the walker: loading a table, queueing its roots, running, reporting; queueing
+    the roots of branches the host has just handed over."""
     IDLE = 0
     LOAD_NODES = 1
     LOAD_EDGES = 2
     ROOTS = 3
     RUN = 4
     DONE = 5
+    BRANCHES = 6
 
 
 class CondState(enum.Enum, shape=3):
@@ -102,6 +110,15 @@ class GraphWalker(wiring.Component):
     completions go to the first walker's ``child_done``. A host launch of a graph that holds
     device-runtime code (``device_runtime``) takes ``runtime_start`` ns more to set up.
 
+    Branches: the driver hands a host launch's branches to the device one after another (on
+    the H100 of probe graph_branches, 0.64-1.22 us apart unprofiled; under CUPTI each after
+    its own nodes' records). The walker queues only the roots of branch 0 as the launch
+    starts; while a branch is held it reads the launch's hand-over count (one dword after the
+    table's edges, the launch's ``handover`` subtracted) every ``branch_poll`` ns, and
+    ``graph_prepare`` + ``graph_start`` ns after a read finds branches handed over (their own
+    set-up) queues their roots (dispatch and completion walks pause for those cycles). A device launch's branches, and a graph of one branch, are all handed over
+    at once. A read of the count that fails hands over every branch.
+
     When every node has completed the walker reports the launch's own completion (channel,
     seq, and the launch's own release if it has one), which releases whatever the channel
     posted behind the graph. Graph launches queue (``graph_queue``) and run one at a time. A
@@ -173,6 +190,9 @@ class GraphWalker(wiring.Component):
     cond_record : In(16)
         ns each body node adds to that (a profiler records the body's kernels one by one
         as the body is launched; 0 unprofiled).
+    branch_poll : In(16)
+        ns between two reads of a launch's hand-over count while one of its branches is
+        held.
     now : In(64)
         The current time in ns (``graph_start`` is a deadline on it).
     wake_at : Out(64)
@@ -208,6 +228,7 @@ class GraphWalker(wiring.Component):
             "graph_start": In(16),
             "cond_start": In(16),
             "cond_record": In(16),
+            "branch_poll": In(16),
             "device_start": In(16),
             "tail_start": In(16),
             "runtime_start": In(16),
@@ -236,7 +257,8 @@ class GraphWalker(wiring.Component):
                                             init=[])
         m.submodules.edges = edges = Memory(shape=edge_entry_layout(cfg),
                                             depth=cfg.graph_edges_max, init=[])
-        m.submodules.roots = roots = Memory(shape=nb, depth=cfg.graph_nodes_max, init=[])
+        root_layout = data.StructLayout({"node": nb, "branch": GraphNode.as_shape()["branch"].shape})
+        m.submodules.roots = roots = Memory(shape=root_layout, depth=cfg.graph_nodes_max, init=[])
         m.submodules.pending = pending = Memory(
             shape=data.StructLayout({"count": 14, "epoch": 8, "body": 1}),
             depth=cfg.graph_nodes_max,
@@ -283,6 +305,20 @@ class GraphWalker(wiring.Component):
         edges_over = Signal()           # a node loaded so far has successors past the memory
         done_count = Signal(nb + 1)
         n_body = Signal(nb + 1)         # the loaded table's body nodes (not the launch's own)
+        # branches: the loaded table's last, the launch's queued, the count last read (handed
+        # over), the first branch a root scan queues; the hand-overs read and not queued yet,
+        # each with the time its set-up is done
+        bb = root_layout["branch"].shape
+        last_branch = Signal(bb)
+        released = Signal(bb)
+        seen = Signal(bb)
+        scan_from = Signal(bb + 1)
+        poll_at = Signal(64)
+        handover_layout = data.StructLayout({"count": bb, "at": 64})
+        m.submodules.handovers = handovers = SyncFIFOBuffered(
+            width=handover_layout.size, depth=BRANCH_SETUPS)
+        ho_head = data.View(handover_layout, handovers.r_data)
+        ho_new = data.View(handover_layout, handovers.w_data)
         inflight = Signal(range(cfg.graph_inflight_max + 1))
 
         # -- table load: one DMA read in flight, bursts of dma_burst dwords --
@@ -323,7 +359,8 @@ class GraphWalker(wiring.Component):
             node_wp.data.programmatic.eq(assembled.programmatic),
             node_wp.data.body.eq(assembled.body),
             node_wp.data.iterations.eq(assembled.iterations),
-            root_wp.addr.eq(n_roots), root_wp.data.eq(load_index),
+            root_wp.addr.eq(n_roots), root_wp.data.node.eq(load_index),
+            root_wp.data.branch.eq(assembled.branch),
             edge_wp.addr.eq(load_index), edge_wp.data.node.eq(loaded_edge.node),
             edge_wp.data.programmatic.eq(loaded_edge.programmatic),
         ]
@@ -335,9 +372,34 @@ class GraphWalker(wiring.Component):
         cstate_c = Signal(CondState)    # the conditional node's state
         cond_at = Signal(64)            # its iteration's set-up deadline
         cond_waiting = (cstate_c == CondState.WAIT) & (self.now < cond_at)
-        m.d.comb += [starting.eq((state != WalkerState.IDLE) & (self.now < start_at)),
-                     self.wake_at.eq(Mux(starting, start_at,
-                                         Mux(cond_waiting, cond_at, (1 << 64) - 1)))]
+        m.d.comb += starting.eq((state != WalkerState.IDLE) & (self.now < start_at))
+        # a branch held: read the launch's hand-over count (the dword after the edges) every
+        # branch_poll ns, from the launch's start on
+        holding = (state == WalkerState.RUN) & (released < last_branch)
+        poll_due = (holding & (seen < last_branch) & handovers.w_rdy & ~req.valid
+                    & ~in_flight_read)
+        with m.If(poll_due & (self.now >= poll_at)):
+            m.d.sync += [req.valid.eq(1), req.payload.count.eq(1),
+                         req.payload.address.eq(cur.table + (cur.nodes << 4) + (n_edges << 2))]
+        handed = (rsp.payload.data[:GRAPH_HANDOVER_BITS] - cur.handover)[:GRAPH_HANDOVER_BITS]
+        with m.If(rsp.valid & (state == WalkerState.RUN)):
+            m.d.sync += poll_at.eq(self.now + self.branch_poll)
+            # handed over since the last read: their roots are queued after a launch's set-up
+            # (both parts), as each branch's own submission reaches the device; a count that
+            # cannot be read hands over every branch
+            got = Mux(rsp.payload.error | (handed > last_branch), last_branch, handed)
+            with m.If(got > seen):
+                m.d.comb += [handovers.w_en.eq(1), ho_new.count.eq(got),
+                             ho_new.at.eq(self.now + self.graph_prepare + self.graph_start)]
+                m.d.sync += seen.eq(got)
+        poll_waiting = poll_due & (self.now < poll_at)
+        branch_waiting = (state == WalkerState.RUN) & handovers.r_rdy & (self.now < ho_head.at)
+        never = (1 << 64) - 1
+        cond_wake = Mux(cond_waiting, cond_at, never)
+        branch_wake = Mux(branch_waiting, ho_head.at, never)
+        poll_wake = Mux(poll_waiting & (poll_at < branch_wake), poll_at, branch_wake)
+        other_wake = Mux(poll_wake < cond_wake, poll_wake, cond_wake)
+        m.d.comb += self.wake_at.eq(Mux(starting & (start_at < other_wake), start_at, other_wake))
         d_busy = Signal()            # a node entry is being read
         cr, yr = self.compute, self.copy
         with m.If(cr.valid & cr.ready):
@@ -466,7 +528,8 @@ class GraphWalker(wiring.Component):
         m.d.comb += node_scan.addr.eq(cond_first + scan_index)
         with m.Switch(cstate_c):
             with m.Case(CondState.WAIT):
-                with m.If((self.now >= cond_at) & (cstate == CompletionState.IDLE)):
+                with m.If((self.now >= cond_at) & (cstate == CompletionState.IDLE)
+                          & (state != WalkerState.BRANCHES)):
                     m.d.sync += [cstate_c.eq(CondState.SCAN), scan_index.eq(0),
                                  scan_valid.eq(0), body_epoch.eq(body_epoch + 1),
                                  body_done.eq(0)]
@@ -493,11 +556,14 @@ class GraphWalker(wiring.Component):
         root_valid = Signal()
         m.d.comb += root_rp.addr.eq(root_index)
 
-        def begin(table, n, channel, set_up):
+        def begin(table, n, channel, set_up, handed_over):
             """Start a launch (taken from the queue, or a tail launch): its table loaded
-            unless it is the one on chip, its first dispatch ``set_up`` ns from now."""
+            unless it is the one on chip, its first dispatch ``set_up`` ns from now; its
+            branches all ``handed_over`` (a device launch), or only the first."""
+            every = (1 << bb) - 1 if handed_over else 0
             m.d.sync += [done_count.eq(0), epoch.eq(epoch + 1),
-                         start_at.eq(self.now + set_up), cstate_c.eq(CondState.IDLE)]
+                         start_at.eq(self.now + set_up), cstate_c.eq(CondState.IDLE),
+                         released.eq(every), seen.eq(every), scan_from.eq(0), poll_at.eq(0)]
             with m.If((n > cfg.graph_nodes_max) | (n == 0)):
                 m.d.sync += state.eq(WalkerState.DONE)
                 m.d.comb += [self.fault.valid.eq(n != 0),
@@ -509,7 +575,8 @@ class GraphWalker(wiring.Component):
                 m.d.sync += [state.eq(WalkerState.LOAD_NODES), loaded.eq(0),
                              fetch_addr.eq(table), fetch_left.eq(n * GRAPH_NODE_DWORDS),
                              load_index.eq(0), word.eq(0), n_roots.eq(0), n_edges.eq(0),
-                             node_words.eq(0), edges_over.eq(0), n_body.eq(0)]
+                             node_words.eq(0), edges_over.eq(0), n_body.eq(0),
+                             last_branch.eq(0)]
         with m.Switch(state):
             with m.Case(WalkerState.IDLE):
                 with m.If(queue.r_rdy & ~gd.valid):
@@ -522,7 +589,7 @@ class GraphWalker(wiring.Component):
                                   + self.graph_start
                                   + Mux(head.device_runtime, self.runtime_start, 0))
                     m.d.sync += [cur.eq(head), cur_tail.eq(0)]
-                    begin(head.table, head.nodes, head.channel, set_up)
+                    begin(head.table, head.nodes, head.channel, set_up, self.device)
             with m.Case(WalkerState.LOAD_NODES):
                 with m.If(rsp.valid):
                     with m.If(rsp.payload.error):
@@ -538,6 +605,8 @@ class GraphWalker(wiring.Component):
                         with m.If((assembled.pred_count == 0) & ~assembled.body):
                             m.d.comb += root_wp.en.eq(1)
                             m.d.sync += n_roots.eq(n_roots + 1)
+                            with m.If(assembled.branch > last_branch):
+                                m.d.sync += last_branch.eq(assembled.branch)
                         with m.If(assembled.body):
                             m.d.sync += n_body.eq(n_body + 1)
                         with m.If(succ_end > n_edges):
@@ -577,11 +646,13 @@ class GraphWalker(wiring.Component):
                             m.d.sync += [state.eq(WalkerState.ROOTS), root_index.eq(0),
                                          root_valid.eq(0), loaded.eq(1),
                                          loaded_table.eq(cur.table), loaded_nodes.eq(cur.nodes)]
-            with m.Case(WalkerState.ROOTS):
-                # root_rp reads root_index; its data is valid the next cycle
+            with m.Case(WalkerState.ROOTS, WalkerState.BRANCHES):
+                # root_rp reads root_index; its data is valid the next cycle. The roots of
+                # the branches from scan_from to released are queued
                 m.d.sync += [root_valid.eq(1), root_index.eq(root_index + 1)]
-                with m.If(root_valid):
-                    m.d.comb += [ready.w_en.eq(1), ready.w_data.eq(root_rp.data)]
+                b = root_rp.data.branch
+                with m.If(root_valid & (b >= scan_from) & (b <= released)):
+                    m.d.comb += [ready.w_en.eq(1), ready.w_data.eq(root_rp.data.node)]
                 with m.If(root_index == n_roots):
                     m.d.sync += state.eq(WalkerState.RUN)
             with m.Case(WalkerState.RUN):
@@ -592,9 +663,15 @@ class GraphWalker(wiring.Component):
                         m.d.comb += tails.r_en.eq(1)
                         m.d.sync += [cur.table.eq(tail_head.table),
                                      cur.nodes.eq(tail_head.nodes), cur_tail.eq(1)]
-                        begin(tail_head.table, tail_head.nodes, cur.channel, self.tail_start)
+                        begin(tail_head.table, tail_head.nodes, cur.channel, self.tail_start, True)
                     with m.Else():
                         m.d.sync += state.eq(WalkerState.DONE)
+                with m.If(handovers.r_rdy & (self.now >= ho_head.at)
+                          & (cstate == CompletionState.IDLE) & (cstate_c != CondState.SCAN)):
+                    m.d.comb += handovers.r_en.eq(1)
+                    m.d.sync += [state.eq(WalkerState.BRANCHES), scan_from.eq(released + 1),
+                                 released.eq(ho_head.count), root_index.eq(0),
+                                 root_valid.eq(0)]
             with m.Case(WalkerState.DONE):
                 with m.If(tails.r_rdy):
                     # a faulted run's tail launches are dropped with it
@@ -621,7 +698,11 @@ class GraphWalker(wiring.Component):
                & ((cstate_c == CondState.IDLE) | cond_waiting
                   | ((cstate_c == CondState.RUN) & (body_done != cond_count)))
                & ~d_busy & ~offered & (cstate == CompletionState.IDLE)
-               & ((done_count != cur.nodes - n_body) | (children != 0)))
+               & ((done_count != cur.nodes - n_body) | (children != 0))
+               # a branch held: waiting for the next read of the count, or its data
+               & (~handovers.r_rdy | branch_waiting)
+               & ~(poll_due & (self.now >= poll_at))
+               & ~req.valid & ~rsp.valid)
             | (loading & in_flight_read & ~req.valid & ~rsp.valid))
         with m.If(queue.r_rdy & ~head_seen):
             # a new head of the queue: the cycle it is stamped must not be jumped over

@@ -28,6 +28,7 @@ __all__ = [
     "GraphNodeKind", "GraphNode", "GraphEdge", "GRAPH_NODE_DWORDS", "GraphLaunchQueue",
     "GRAPH_LAUNCH_QUEUE_DWORDS", "GraphLaunchRecord", "GRAPH_LAUNCH_RECORD_DWORDS",
     "DeviceGraph", "DEVICE_GRAPH_DWORDS", "DEVICE_LAUNCH_QUEUE", "GRAPH_LAUNCH_DEVICE_RUNTIME",
+    "GRAPH_HANDOVER_SHIFT", "GRAPH_HANDOVER_BITS",
     # channel state and errors, CP state
     "ChannelState", "ErrorCause", "CPState",
     # records on the ports
@@ -333,7 +334,13 @@ class GraphNode(data.Struct):
     the table, each with ``body`` set and its edges among the body's nodes; the conditional
     node's ``descriptor`` holds the body's first node (bits 15:0) and node count (31:16), and
     ``iterations`` how many times the body runs each launch (the device-side condition's
-    outcome, which the model does not compute)."""
+    outcome, which the model does not compute).
+
+    Branches: a root node's ``branch`` is the branch of the graph it heads (the capture
+    stream it was issued to, numbered in the order their first roots were captured); the
+    driver hands a launch's branches to the device one after another, and the walker queues
+    the roots of branch b once the launch's hand-over count (a dword after the edges, see
+    :func:`graph_launch_layout`) has reached b. A graph of one branch has 0 everywhere."""
     kind: GraphNodeKind
     pred_count: 14
     succ_count: 16
@@ -342,7 +349,7 @@ class GraphNode(data.Struct):
     programmatic: 1
     body: 1                # a node of a conditional node's body
     iterations: 24         # a conditional node: its body's runs per launch
-    _r: 6
+    branch: 6              # a root node: the branch it heads (0: handed over with the launch)
 
 
 class GraphEdge(data.Struct):
@@ -485,14 +492,23 @@ def completion_layout(cfg):
                               "index": cfg.sp_bits, "value": 32, "dwalk": 1})
 
 
+#: GRAPH_LAUNCH's data: the node count in the low bits, the hand-over base from this bit
+#: (:data:`GRAPH_HANDOVER_BITS` of it), device-runtime code at bit 31
+GRAPH_HANDOVER_SHIFT = 17
+GRAPH_HANDOVER_BITS = 14
+
+
 def graph_launch_layout(cfg):
     """CP -> graph walker: run the graph whose table is at ``table`` for a channel
     (``device_runtime``: its kernels hold device-runtime code); ``release``: its completion
-    sets syncpoint ``index`` to ``value``, as a kernel's release does."""
+    sets syncpoint ``index`` to ``value``, as a kernel's release does. ``handover``: for a
+    graph of several branches, the value its hand-over count (the dword after the table's
+    edges, counting modulo 2**GRAPH_HANDOVER_BITS) had before this launch: branch b is handed
+    over once the count reads ``handover`` + b."""
     return data.StructLayout({"channel": cfg.chan_bits, "seq": cfg.seq_bits,
                               "table": ADDR_BITS, "nodes": cfg.node_bits + 1,
                               "device_runtime": 1, "release": 1, "index": cfg.sp_bits,
-                              "value": 32})
+                              "value": 32, "handover": GRAPH_HANDOVER_BITS})
 
 
 def device_launch_layout(cfg):

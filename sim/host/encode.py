@@ -181,11 +181,11 @@ _NODE_KINDS = {"kernel": GraphNodeKind.KERNEL, "copy": GraphNodeKind.COPY,
 
 
 def encode_graph_node(kind, pred_count, succ_count, succ_first, descriptor,
-                      programmatic=False, *, body=False, iterations=0):
+                      programmatic=False, *, body=False, iterations=0, branch=0):
     """One GraphNode record (4 dwords) of an instantiated graph's table (``programmatic``:
     some of its successors are programmatic edges; ``body``: a node of a conditional node's
-    body). A conditional node's ``descriptor`` is its body, (first node, node count), and
-    ``iterations`` its runs per launch."""
+    body; ``branch``: the branch a root heads). A conditional node's ``descriptor`` is its
+    body, (first node, node count), and ``iterations`` its runs per launch."""
     if kind == "conditional":
         first, count = descriptor
         word = first | count << 16
@@ -196,7 +196,8 @@ def encode_graph_node(kind, pred_count, succ_count, succ_first, descriptor,
         word = descriptor >> 8
     value = _pack(GraphNode, kind=_NODE_KINDS[kind], pred_count=pred_count,
                   succ_count=succ_count, succ_first=succ_first, descriptor=word,
-                  programmatic=int(programmatic), body=int(body), iterations=iterations)
+                  programmatic=int(programmatic), body=int(body), iterations=iterations,
+                  branch=branch)
     return _dwords(value, GRAPH_NODE_DWORDS)
 
 

@@ -31,7 +31,8 @@
 from dataclasses import dataclass, field, replace
 
 from gpufe.rtl.layouts import (Method, DESCRIPTOR_ALIGN, HOST_COPY_BUFFER,
-                               GRAPH_LAUNCH_DEVICE_RUNTIME, DeviceGraph, DEVICE_LAUNCH_QUEUE)
+                               GRAPH_LAUNCH_DEVICE_RUNTIME, DeviceGraph, DEVICE_LAUNCH_QUEUE,
+                               GraphNode, GRAPH_HANDOVER_SHIFT, GRAPH_HANDOVER_BITS)
 from gpufe.sim.host.encode import (launch_descriptor, copy_descriptor, encode_graph_node,
                                    encode_graph_edge, graph_launch_queue, graph_launch_record,
                                    graph_launch_link, device_graph, field_update)
@@ -60,6 +61,8 @@ class GraphNodeSpec:
     # device graph launch: the kernel holds device-side cudaGraphLaunch code, (graph name,
     # tail launch?, calls per run)
     dgl: tuple = None
+    # the capture stream it was issued to ("": not captured); not a parameter of the node
+    lane: str = field(default="", compare=False)
 
 
 @dataclass
@@ -74,6 +77,7 @@ class Capture:
         ``pdl``: a PDL kernel launch, whose dependency on a kernel node that is the stream's
         whole frontier becomes a programmatic edge, as CUDA captures it."""
         spec.deps = frozenset(self.frontier[stream])
+        spec.lane = stream
         if pdl and spec.kind == "kernel" and len(spec.deps) == 1:
             (d,) = spec.deps
             if self.nodes[d].kind == "kernel":
@@ -123,6 +127,13 @@ class GraphExec:
     # some kernel of the graph (or of its conditional node's body) holds device-side
     # cudaGraphLaunch code
     device_runtime: bool = False
+    # its branches (:func:`plan_branches`): each table node's (0 but for a root of a later
+    # branch) and the nodes of each; the hand-over count's dword (0: one branch) and the
+    # count written last (modulo 2**GRAPH_HANDOVER_BITS)
+    branch_of: list = None
+    branch_nodes: tuple = (0,)
+    handover: int = 0
+    handed: int = 0
 
 
 def holds_device_runtime(nodes):
@@ -196,26 +207,64 @@ def _write_descriptor(umd, node, graph_id, queue, kernel_id, device_launch_of):
     return d
 
 
-def _write_table(mem, nodes, descriptors):
+#: the branches a launch hands over one by one, at most (GraphNode's ``branch``: later roots
+#: are handed over with the last)
+MAX_BRANCHES = 1 << GraphNode.as_shape()["branch"].shape
+
+
+def plan_branches(nodes, device_launch=False):
+    """How a launch of the graph of ``nodes`` is handed to the device, branch by branch: the
+    branch of each table node (a root's: the capture stream it was issued to, numbered in the
+    order their first roots were captured; 0 for every other node), and the number of nodes
+    of each branch (a node not a root: its lane's branch, else its first dependency's). One
+    branch (all 0) for a graph not captured from streams, one with a conditional node, or one
+    instantiated for device launch (the device runtime takes it whole)."""
+    flat = table_nodes(nodes)[0]
+    single = ([0] * len(flat), (len(flat),))
+    if (device_launch or any(n.kind == "conditional" for n in nodes)
+            or any(not n.lane for n in nodes)):
+        return single
+    lanes, of = {}, []
+    for n in nodes:
+        if not n.deps:
+            b = lanes.setdefault(n.lane, min(len(lanes), MAX_BRANCHES - 1))
+        else:
+            b = lanes.get(n.lane, of[min(n.deps)])
+        of.append(b)
+    if len(set(of)) < 2:
+        return single
+    counts = [0] * (max(of) + 1)
+    for b in of:
+        counts[b] += 1
+    return [b if not n.deps else 0 for n, b in zip(nodes, of)], tuple(counts)
+
+
+def _write_table(mem, nodes, descriptors, branch_of=None, handed=0):
     """The node table the graph walker loads (GraphNode records, then the edges; each
-    conditional node's body after the graph's own nodes): its address."""
+    conditional node's body after the graph's own nodes), and for a graph of several
+    branches (``branch_of``, :func:`plan_branches`) the hand-over count after the edges,
+    ``handed``: (its address, the count's or 0)."""
     flat, bodies = table_nodes(nodes)
     specs = [n for n, _ in flat]
     succs = successors(specs)
     n_edges = sum(len(x) for x in succs)
-    table = mem.alloc(16 * len(specs) + 4 * n_edges, align=DESCRIPTOR_ALIGN)
+    branched = branch_of is not None and any(branch_of)
+    table = mem.alloc(16 * len(specs) + 4 * n_edges + 4 * branched, align=DESCRIPTOR_ALIGN)
     first = 0
     words = []
     for i, (node, body) in enumerate(flat):
         programmatic = any(i in specs[j].prog for j in succs[i])
         words += encode_graph_node(node.kind, len(node.deps), len(succs[i]), first,
                                    bodies.get(i, descriptors[i]), programmatic, body=body,
-                                   iterations=node.iterations)
+                                   iterations=node.iterations,
+                                   branch=branch_of[i] if branched else 0)
         first += len(succs[i])
     nodes = specs
     words += [encode_graph_edge(j, i in nodes[j].prog) for i, x in enumerate(succs) for j in x]
+    if branched:
+        words.append(handed)
     mem.write_dwords(table, words)
-    return table
+    return table, (table + 16 * len(specs) + 4 * n_edges) if branched else 0
 
 
 def instantiate(umd, graph, graph_id, kernel_id, device_launch_of=lambda node: None,
@@ -238,10 +287,12 @@ def instantiate(umd, graph, graph_id, kernel_id, device_launch_of=lambda node: N
         mem.write_dwords(handle, device_graph(0, 0, queue + DEVICE_LAUNCH_QUEUE, first))
     descriptors = [_write_descriptor(umd, node, graph_id, queue, kernel_id, device_launch_of)
                    for node, _ in table_nodes(graph.nodes)[0]]
-    table = _write_table(mem, graph.nodes, descriptors)
+    branch_of, branch_nodes = plan_branches(graph.nodes, device_launch=bool(handle))
+    table, handover = _write_table(mem, graph.nodes, descriptors, branch_of)
     x = GraphExec(graph_id, table, queue, tail=empty, nodes=list(graph.nodes),
                   descriptors=descriptors, handle=handle, device_launch_of=device_launch_of,
-                  device_runtime=holds_device_runtime(graph.nodes))
+                  device_runtime=holds_device_runtime(graph.nodes), branch_of=branch_of,
+                  branch_nodes=branch_nodes, handover=handover)
     _write_handle(mem, x)
     return x
 
@@ -310,7 +361,8 @@ def apply_changes(umd, x, kernel_id):
     for i in sorted(x.changed):
         x.descriptors[i] = _write_descriptor(umd, flat[i][0], x.graph_id, x.queue, kernel_id,
                                              x.device_launch_of)
-    x.table = _write_table(umd.sim.mem, x.nodes, x.descriptors)
+    x.table, x.handover = _write_table(umd.sim.mem, x.nodes, x.descriptors, x.branch_of,
+                                       x.handed)
     x.device_runtime = holds_device_runtime(x.nodes)
     x.changed.clear()
     x.pointed_in = set()
@@ -352,13 +404,24 @@ def push_launch(cfg, pb, x, nodes, stream, release, writes=()):
         pb.sem_release(address, word, wfi=False)
     pb.incr(Method.GRAPH_TABLE_LO, x.table & 0xFFFFFFFF, x.table >> 32)
     pb.incr(Method.GRAPH_RELEASE_INDEX, release[0] | 1 << 31, release[1] & 0xFFFFFFFF)
-    if x.device_runtime:
+    if x.handover:
+        # several branches: the count the hand-overs start from
+        pb.incr(Method.GRAPH_LAUNCH, nodes | x.handed << GRAPH_HANDOVER_SHIFT
+                | (GRAPH_LAUNCH_DEVICE_RUNTIME if x.device_runtime else 0))
+    elif x.device_runtime:
         pb.incr(Method.GRAPH_LAUNCH, nodes | GRAPH_LAUNCH_DEVICE_RUNTIME)
     elif nodes < (1 << 13):
         pb.immd(Method.GRAPH_LAUNCH, nodes)
     else:
         pb.incr(Method.GRAPH_LAUNCH, nodes)
     pb.sem_release_max(stream.tracking, release[1], wfi=True)
+
+
+def hand_over(mem, x):
+    """The driver hands the next branch of the launch being made of ``x`` to the device: the
+    hand-over count after its table's edges, one more."""
+    x.handed = (x.handed + 1) % (1 << GRAPH_HANDOVER_BITS)
+    mem.write_dwords(x.handover, [x.handed])
 
 
 def queue_launch(umd, x, correlation_id, stream):

@@ -25,7 +25,7 @@ from gpufe.rtl.layouts import COPY_KINDS, HOST_COPY_BUFFER, DESCRIPTOR_ALIGN
 from gpufe.sim.host.encode import PushBuffer, launch_descriptor, copy_descriptor
 from gpufe.sim.host.graphs import (GraphNodeSpec, Capture, Graph, instantiate, push_launch,
                                    queue_launch, writes_for, same_topology, table_nodes,
-                                   changed_nodes, update_refused)
+                                   changed_nodes, update_refused, hand_over)
 from gpufe.sim.host.kmd import Kmd
 from gpufe.sim.host.profiler import Profiler
 from gpufe.sim.host.records import (Timeline, SYNC_EVENT, SYNC_STREAM, SYNC_DEVICE,
@@ -866,19 +866,27 @@ class Runtime:
         s.after_graph = True
         x.last_launch = (s.syncpoint, s.work)
         queue_launch(self.umd, x, corr, s)
-        # the fixed part, then under CUPTI the profiler's records of every node, then the
-        # submission: profiled, a graph's first kernel starts ~4 us after the call returns
-        # whatever its size (up to 1,000 nodes); the driver's own per-node part (a few ns: the
-        # executable graph is in device memory already) runs after the kickoff; a graph whose
-        # kernels hold device-runtime code has the driver set up the device runtime's
-        # environment for the launch (unprofiled, its host launches issue 2.8 us slower)
-        yield ("cpu", self.p.graph_launch_cpu_ns + self.profiler.graph_node_ns() * size
+        # the fixed part, then under CUPTI the profiler's records of every node of the first
+        # branch, then the submission: profiled, a graph's first kernel starts ~4 us after the
+        # call returns whatever its size (up to 1,000 nodes); the driver's own per-node part
+        # (a few ns: the executable graph is in device memory already) runs after the
+        # kickoff; a graph whose kernels hold device-runtime code has the driver set up the
+        # device runtime's environment for the launch (unprofiled, its host launches issue
+        # 2.8 us slower)
+        first, *later = x.branch_nodes
+        yield ("cpu", self.p.graph_launch_cpu_ns + self.profiler.graph_node_ns() * first
                + (self.p.device_runtime_launch_cpu_ns if x.device_runtime else 0))
         if not x.uploaded:
             # its first launch uploads the executable graph
             x.uploaded = True
             yield ("cpu", self._upload_ns(size))
         yield from self.umd.submit(ch, pb)
+        for nodes in later:
+            # each later branch handed over after the one before (probe graph_branches: ~1 us
+            # apart unprofiled, the call ~1 us longer a branch; under CUPTI after its nodes'
+            # records)
+            yield ("cpu", self.p.graph_branch_cpu_ns + self.profiler.graph_node_ns() * nodes)
+            hand_over(self.sim.mem, x)
         yield ("cpu", self.p.graph_launch_per_node_ns * size)
         self._let_go(s)
         self._record("graph_launch", start, corr)

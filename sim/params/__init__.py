@@ -146,6 +146,13 @@ class Params:
     instantiate_per_node_ns: float = _cpu("cudaGraphInstantiate, per node")
     graph_launch_cpu_ns: float = _cpu("cudaGraphLaunch, fixed part")
     graph_launch_per_node_ns: float = _cpu("cudaGraphLaunch, per node")
+    graph_branch_cpu_ns: float = _cpu("cudaGraphLaunch of a graph captured from several "
+                                      "streams: each branch after the first is handed to the "
+                                      "device this long after the one before (under CUPTI "
+                                      "after its nodes' records too)",
+                                      note="probe graph_branches (H100, the reference's host "
+                                           "type): branches start 0.64-1.22 us apart, the "
+                                           "call ~1 us longer a branch")
     device_runtime_launch_cpu_ns: float = _cpu("a host launch (cudaGraphLaunch or "
                                                "cudaLaunchKernel) of a graph or kernel holding "
                                                "device-runtime code: the driver's set-up of "

@@ -34,7 +34,7 @@ def run(name, backend):
 #: examples compared in the default run (the quickest that together reach every kind of work:
 #: kernels on several channels, copies, events with timing, graphs, host waits); the rest
 #: run with --slow
-QUICK = ("copies", "events_notiming", "graph_fork_join", "host_sync", "hyperq_c8_s8",
+QUICK = ("copies", "events_notiming", "graph_branches", "graph_fork_join", "host_sync", "hyperq_c8_s8",
          "priority")
 
 
