@@ -700,7 +700,9 @@ class GraphWalker(wiring.Component):
                & ~d_busy & ~offered & (cstate == CompletionState.IDLE)
                & ((done_count != cur.nodes - n_body) | (children != 0))
                # a branch held: waiting for the next read of the count, or its data
-               & (~handovers.r_rdy | branch_waiting)
+               # (a hand-over read is not quiet until its set-up deadline is the wake-up:
+               # the FIFO's level counts it before its output register shows it)
+               & ((handovers.level == 0) | branch_waiting)
                & ~(poll_due & (self.now >= poll_at))
                & ~req.valid & ~rsp.valid)
             | (loading & in_flight_read & ~req.valid & ~rsp.valid))

@@ -417,11 +417,14 @@ def push_launch(cfg, pb, x, nodes, stream, release, writes=()):
     pb.sem_release_max(stream.tracking, release[1], wfi=True)
 
 
-def hand_over(mem, x):
-    """The driver hands the next branch of the launch being made of ``x`` to the device: the
-    hand-over count after its table's edges, one more."""
+def hand_over(mem, x, word):
+    """The driver hands the next branch of a launch of ``x`` to the device: the hand-over
+    count, one more, in ``word`` (the count of the table that launch was pushed with) and in
+    the executable's current table's, if another thread's call has written a new table
+    meanwhile (a launch on the new one starts from the count as it is)."""
     x.handed = (x.handed + 1) % (1 << GRAPH_HANDOVER_BITS)
-    mem.write_dwords(x.handover, [x.handed])
+    for address in sorted({word, x.handover}):
+        mem.write_dwords(address, [x.handed])
 
 
 def queue_launch(umd, x, correlation_id, stream):

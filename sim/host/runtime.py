@@ -874,6 +874,7 @@ class Runtime:
         # device runtime's environment for the launch (unprofiled, its host launches issue
         # 2.8 us slower)
         first, *later = x.branch_nodes
+        word = x.handover                    # this launch's table's hand-over count
         yield ("cpu", self.p.graph_launch_cpu_ns + self.profiler.graph_node_ns() * first
                + (self.p.device_runtime_launch_cpu_ns if x.device_runtime else 0))
         if not x.uploaded:
@@ -886,7 +887,7 @@ class Runtime:
             # apart unprofiled, the call ~1 us longer a branch; under CUPTI after its nodes'
             # records)
             yield ("cpu", self.p.graph_branch_cpu_ns + self.profiler.graph_node_ns() * nodes)
-            hand_over(self.sim.mem, x)
+            hand_over(self.sim.mem, x, word)
         yield ("cpu", self.p.graph_launch_per_node_ns * size)
         self._let_go(s)
         self._record("graph_launch", start, corr)
