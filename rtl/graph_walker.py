@@ -462,8 +462,12 @@ class GraphWalker(wiring.Component):
         body_done = Signal(nb + 1)   # and its nodes completed in this iteration
         # (no new walk while a conditional node's body roots are being queued: they share the
         # ready queue's write port)
+        # a hand-over whose set-up is done: its branch's roots are queued first (the root scan
+        # shares the ready queue's write port, so no walk starts in the cycle it begins)
+        branch_go = ((state == WalkerState.RUN) & handovers.r_rdy & (self.now >= ho_head.at)
+                     & (cstate == CompletionState.IDLE) & (cstate_c != CondState.SCAN))
         idle_run = ((cstate == CompletionState.IDLE) & (state == WalkerState.RUN)
-                    & (cstate_c != CondState.SCAN))
+                    & (cstate_c != CondState.SCAN) & ~branch_go)
         popping_done = idle_run & done.r_rdy
         taking_cond = idle_run & ~done.r_rdy & (cstate_c == CondState.FINISH)
         popping_launched = idle_run & ~done.r_rdy & (cstate_c != CondState.FINISH) & launched.r_rdy
@@ -529,7 +533,7 @@ class GraphWalker(wiring.Component):
         with m.Switch(cstate_c):
             with m.Case(CondState.WAIT):
                 with m.If((self.now >= cond_at) & (cstate == CompletionState.IDLE)
-                          & (state != WalkerState.BRANCHES)):
+                          & (state != WalkerState.BRANCHES) & ~branch_go):
                     m.d.sync += [cstate_c.eq(CondState.SCAN), scan_index.eq(0),
                                  scan_valid.eq(0), body_epoch.eq(body_epoch + 1),
                                  body_done.eq(0)]
@@ -666,8 +670,7 @@ class GraphWalker(wiring.Component):
                         begin(tail_head.table, tail_head.nodes, cur.channel, self.tail_start, True)
                     with m.Else():
                         m.d.sync += state.eq(WalkerState.DONE)
-                with m.If(handovers.r_rdy & (self.now >= ho_head.at)
-                          & (cstate == CompletionState.IDLE) & (cstate_c != CondState.SCAN)):
+                with m.If(branch_go):
                     m.d.comb += handovers.r_en.eq(1)
                     m.d.sync += [state.eq(WalkerState.BRANCHES), scan_from.eq(released + 1),
                                  released.eq(ho_head.count), root_index.eq(0),
