@@ -39,16 +39,20 @@ CAUSES = (
           "the repetition's one cudaGraphLaunch call, which decides it (on the H200 the span "
           "is the call plus 3.4-9.1 us, the call 7.2 to 42.4 us by process and repetition: "
           "the host's first graph launch of a repetition, as in first-launch)"),
-    Cause("record-length", r"actgap_c16_A24_g100_hi[012]|threads_T(8|12)_sh0",
+    Cause("record-length", r"actgap_c16_A24_g100_hi[012]|threads_T6_sh0",
           frozenset({"median_kernel_us"}),
-          "CUPTI's kernel records lengthen with other channels' kernels pending at their end "
-          "on the H200 (0.58 us with none, 0.96-1.22 with two, 1.15-1.18 with three or more; "
-          "at A = 24 the first of a channel's visit is the long one), gpufe's stay 0.61 us "
-          "(bench/record_lengths.py)"),
-    Cause("record-overlap", r"threads_T[34]_sh0", frozenset({"max_concurrent"}),
-          "two kernels of different threads overlap on the H200 because their records are "
-          "longer with several channels busy (bench/record_lengths.py); gpufe's records "
-          "are not, and its kernels do not overlap"),
+          "a kernel's record ends behind the next launch of another stream that the front "
+          "end is working towards (cupti_end_wait_ns), so its length follows how far the "
+          "front end is behind: gpufe's 6 threads launch 17% faster than the H200's "
+          "(threads_launches_per_us 0.55 against 0.47) and keep it two launches behind, so "
+          "every record waits (1.20 us); the H200 is behind half the time (0.67; 8 threads: "
+          "1.18 against gpufe's 1.13). At A = 24 the H200's long record is the first of a "
+          "channel's visit (1.25 us), gpufe's the last (bench/record_lengths.py)"),
+    Cause("record-overlap", r"threads_T3_sh0", frozenset({"max_concurrent"}),
+          "two kernels of different threads overlap on the H200 because a record ends behind "
+          "another stream's launch (bench/record_lengths.py); with 3 threads gpufe's front "
+          "end is hardly ever behind enough for one to (6 of 18,030 records; 4 threads: 2 "
+          "in both)"),
     Cause("free-slot", r"nocupti_actgap_stamp_c16_A4_g100_hi[12]_load100",
           frozenset({"hi_period_us", "hi_chain_us"}),
           "a high-priority chain under a full-GPU load waits for a block slot the load frees: "

@@ -77,6 +77,12 @@ class Timeline:
         self._end_waits = {}
         self._records = {}          # id(job) -> record, while the front end has it
         self.ends_behind_stamps = False   # set by the profiler with latency timestamps
+        # a kernel's end behind the launch the front end is working towards: how long after
+        # the end that launch's `submitted` may come (ns; the profiler sets
+        # ``cupti_end_wait_ns``, and ``cupti_submitted_lead_ns``), and the kernels ended
+        # since the last launch was dispatched: (end ns, job, record)
+        self.end_wait_ns = self.submitted_lead_ns = 0
+        self._ends_pending = []
         # graph id -> the table index of its conditional node's body's first node: CUPTI
         # records those kernels on the device runtime's stream and channel, which run them
         # (the H200: stream 15 and channel 0 for a WHILE node's body, the graph's own kernel
@@ -153,7 +159,7 @@ class Timeline:
                 if self.ends_behind_stamps:
                     self._records[id(job)] = rec
                     self._launch_dispatched(d["correlation_id"], job.dispatched,
-                                            rec["_dispatched"])
+                                            rec["_dispatched"], stream)
         else:
             rec = {"kind": "memcpy", "copy_kind": d["kind"], "bytes": d["length"],
                    "corr": d["correlation_id"], "stream": stream, "channel": channel,
@@ -168,13 +174,19 @@ class Timeline:
     def done(self, job):
         rec = self._records.pop(id(job), None)
         if rec is not None:
-            stamp = self._stamp_in_flight(job.end // 1000)
+            end = job.end // 1000
+            self._expire_pending(end, self.submitted_lead_ns)
+            stamp = self._stamp_in_flight(end)
             if stamp is not None:
                 corr, (_, dispatched, _) = stamp
                 if dispatched is None:
                     self._end_waits.setdefault(corr, []).append((job, rec))
                     return                   # final once that launch is dispatched
-                rec["_end"] = max(job.end // 1000, self._stamps[corr][2])
+                rec["_end"] = max(end, self._stamps[corr][2])
+            elif self.end_wait_ns > 0:
+                # a launch the front end is working towards may yet be dispatched
+                self._ends_pending.append((end, job, rec))
+                return
         if self._tracker is not None:
             self._tracker.done(job)
 
@@ -195,20 +207,47 @@ class Timeline:
                 return (corr, stamp) if dispatched is None or dispatched > t_ns else None
         return None
 
-    def _launch_dispatched(self, corr, t_ns, submitted):
+    def _launch_dispatched(self, corr, t_ns, submitted, stream):
         stamp = self._stamps.get(corr)
         if stamp is not None:
             stamp[1:] = [t_ns, submitted]
+        # the kernels that ended while the front end worked towards this launch (one of
+        # their own stream's waited for them: the front end took it up after they ended)
+        self._expire_pending(submitted, 0)
+        for end, job, rec in self._ends_pending:
+            if rec["stream"] != stream:
+                rec["_end"] = max(end, submitted)
+            if self._tracker is not None:
+                self._tracker.done(job)
+        self._ends_pending.clear()
         for job, rec in self._end_waits.pop(corr, ()):
             rec["_end"] = max(job.end // 1000, submitted)
             if self._tracker is not None:
                 self._tracker.done(job)
 
+    def _expire_pending(self, t_ns, slack):
+        """Kernels ended more than ``end_wait_ns`` before ``t_ns - slack`` with no launch
+        dispatched since: final, at their own end. ``t_ns``: a launch's `submitted` (slack
+        0), or the time now (a launch dispatched from now is recorded as `submitted` at most
+        ``submitted_lead_ns`` earlier)."""
+        if not self._ends_pending:
+            return
+        keep = []
+        for item in self._ends_pending:
+            if item[0] + self.end_wait_ns < t_ns - slack:
+                if self._tracker is not None:
+                    self._tracker.done(item[1])
+            else:
+                keep.append(item)
+        self._ends_pending[:] = keep
+
     def release_end_waits(self):
         """The run has ended: kernels still waiting for a launch that never came keep their
         own end."""
-        for waits in self._end_waits.values():
+        pending = [(job, rec) for _, job, rec in self._ends_pending]
+        for waits in (*self._end_waits.values(), pending):
             for job, _ in waits:
                 if self._tracker is not None:
                     self._tracker.done(job)
         self._end_waits.clear()
+        self._ends_pending.clear()

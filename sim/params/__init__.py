@@ -269,6 +269,13 @@ class Params:
                                          "launch's `submitted` is recorded this much before "
                                          "its dispatch (measured: probe multistream_state, "
                                          "submitted -> start before and after)")
+    cupti_end_wait_ns: float = _ns("CUPTI latency timestamps: a stream kernel's end "
+                                   "timestamp goes out through the front end's release path "
+                                   "behind a launch's time stamp written up to this long after "
+                                   "the kernel ended (the front end's work towards that stamp, "
+                                   "under way as it ended): its record ends at that launch's "
+                                   "`submitted` (measured: the H200's records, "
+                                   "calibrate.end_wait_ns)")
     cupti_latency_timestamps: int = _p("CUPTI latency timestamps on (1, as the reference traces "
                                        "were taken: cuptiActivityEnableLatencyTimestamps; each "
                                        "stream launch is preceded by a `submitted` time stamp) "

@@ -36,8 +36,8 @@ def test_a_cause_names_its_scenarios_and_metrics_only():
 
 
 def test_only_rows_out_of_bounds_carry_a_cause_and_the_table_says_it():
-    off = row("threads_T8_sh0", "median_kernel_us", 0.61, 1.19)
-    near = row("threads_T8_sh0", "median_kernel_us", 1.1, 1.19)
+    off = row("threads_T6_sh0", "median_kernel_us", 1.20, 0.67)
+    near = row("threads_T6_sh0", "median_kernel_us", 0.7, 0.67)
     inside = row("threads_T12_sh0", "median_kernel_us", 0.61, 0.93, runs=3,
                  spread=[0.6, 1.2], bundled=0.93)
     assert named_cause(off).key == "record-length"
