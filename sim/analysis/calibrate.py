@@ -578,10 +578,10 @@ def end_wait_ns(scenarios=END_WAIT_FIT, step=25, most=2000):
     """How long before a launch's `submitted` a kernel's end timestamp already waits for it
     (``cupti_end_wait_ns``), from the H200's kernel records: the shortest wait that puts
     (within half a percent) the most records' ends where the H200 has them. The rule: a
-    kernel whose next launch (the first `submitted` after its start) is another stream's
-    and comes within the wait after the kernel's own end ends at that `submitted`, else at
-    its own end (its own stream's next launch waits for it: the front end takes that one up
-    after it ended). Its own end is its start plus the scenario's record length with no
+    kernel whose next launch (the first `submitted` after its own end) is another stream's
+    and comes within the wait ends at that `submitted`, else at its own end (its own
+    stream's next launch waits for it: the front end takes that one up after it ended).
+    Its own end is its start plus the scenario's record length with no
     launch near (the median over records whose next `submitted` is more than ``most`` ns
     after their end)."""
     import bisect
@@ -594,9 +594,10 @@ def end_wait_ns(scenarios=END_WAIT_FIT, step=25, most=2000):
         after = [bisect.bisect_right(stamps, k["start"]) for k in ks]
         own = statistics.median(k["end"] - k["start"] for k, j in zip(ks, after)
                                 if j == len(stamps) or stamps[j] - k["end"] > most)
-        cases += [(k["start"] + own, stamps[j] if j < len(stamps)
-                   and launches[j][1] != k["stream"] else None, k["end"])
-                  for k, j in zip(ks, after)]
+        for k in ks:
+            j = bisect.bisect_right(stamps, k["start"] + own)
+            cases.append((k["start"] + own, stamps[j] if j < len(stamps)
+                          and launches[j][1] != k["stream"] else None, k["end"]))
 
     def held(wait):
         return sum(abs((n if n is not None and real < n <= real + wait else real) - end)

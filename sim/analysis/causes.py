@@ -46,7 +46,7 @@ CAUSES = (
           "front end is behind: gpufe's 6 threads launch 17% faster than the H200's "
           "(threads_launches_per_us 0.55 against 0.47) and keep it two launches behind, so "
           "every record waits (1.20 us); the H200 is behind half the time (0.67; 8 threads: "
-          "1.18 against gpufe's 1.13). At A = 24 the H200's long record is the first of a "
+          "1.18 in both). At A = 24 the H200's long record is the first of a "
           "channel's visit (1.25 us), gpufe's the last (bench/record_lengths.py)"),
     Cause("record-overlap", r"threads_T3_sh0", frozenset({"max_concurrent"}),
           "two kernels of different threads overlap on the H200 because a record ends behind "

@@ -30,14 +30,14 @@ flight (written, its launch not yet dispatched) gets that launch's `submitted` a
 it is later. On the H200, with several channels of queued dependent kernels, a kernel's end is
 the next launch's `submitted` (within 32 ns) 96-99% of the time, whatever the kernel's length
 (probe ``multistream_state``, ``gap2``): empty kernels of actgap last 0.9-1.25 us, against 0.61
-on one channel. The same holds for a stamp the front end is still working towards as the
+on one channel. The same holds for a launch the front end is still working towards as the
 kernel ends (moving to its channel, fetching it): a kernel whose next launch is another
-stream's, recorded `submitted` within ``cupti_end_wait_ns`` (1.03 us) after the kernel's end,
+stream's, recorded `submitted` within ``cupti_end_wait_ns`` (1.18 us) after the kernel's end,
 ends at that `submitted`. Its own stream's next launch waits for it, so the front end takes
 that one up only after it ended and its end stays. Fitted on the H200's records of 8 threads'
-private streams and of actgap's 16 channels of 4 streams (``calibrate.end_wait_ns``: 94 and
-97% of the records end where the rule puts them); it predicts 2, 4 and 12 threads' (93, 89,
-66%) and actgap's 24 streams (92%), where the wait alone (0) places 97, 78, 24 and 18%.
+private streams and of actgap's 16 channels of 4 streams (``calibrate.end_wait_ns``: 96 and
+98% of the records end where the rule puts them); it predicts 2, 4 and 12 threads' (91, 87,
+74%) and actgap's 24 streams (92%), where the wait alone (0) places 97, 78, 24 and 18%.
 """
 
 from gpufe.sim.host.encode import PushBuffer

@@ -271,10 +271,10 @@ class Params:
                                          "submitted -> start before and after)")
     cupti_end_wait_ns: float = _ns("CUPTI latency timestamps: a stream kernel's end "
                                    "timestamp goes out through the front end's release path "
-                                   "behind a launch's time stamp written up to this long after "
-                                   "the kernel ended (the front end's work towards that stamp, "
-                                   "under way as it ended): its record ends at that launch's "
-                                   "`submitted` (measured: the H200's records, "
+                                   "behind the next launch, if another stream's submitted up "
+                                   "to this long after the kernel ended (the front end's "
+                                   "work towards it was under way): its record ends at that "
+                                   "launch's `submitted` (measured: the H200's records, "
                                    "calibrate.end_wait_ns)")
     cupti_latency_timestamps: int = _p("CUPTI latency timestamps on (1, as the reference traces "
                                        "were taken: cuptiActivityEnableLatencyTimestamps; each "
