@@ -219,11 +219,14 @@ def plan_branches(nodes, device_launch=False):
     of each branch (a node not a root: its lane's branch, else its first dependency's). One
     branch (all 0) for a graph not captured from streams, one with a conditional node, or one
     instantiated for device launch (the device runtime takes it whole)."""
-    flat = table_nodes(nodes)[0]
-    single = ([0] * len(flat), (len(flat),))
+    def single():
+        # every table node in branch 0 (a conditional node's body included)
+        size = len(table_nodes(nodes)[0])
+        return [0] * size, (size,)
+
     if (device_launch or any(n.kind == "conditional" for n in nodes)
             or any(not n.lane for n in nodes)):
-        return single
+        return single()
     lanes, of = {}, []
     for n in nodes:
         if not n.deps:
@@ -232,7 +235,7 @@ def plan_branches(nodes, device_launch=False):
             b = lanes.get(n.lane, of[min(n.deps)])
         of.append(b)
     if len(set(of)) < 2:
-        return single
+        return single()
     counts = [0] * (max(of) + 1)
     for b in of:
         counts[b] += 1
