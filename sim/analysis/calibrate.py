@@ -581,9 +581,9 @@ def end_wait_ns(scenarios=END_WAIT_FIT, step=25, most=2000):
     kernel whose next launch (the first `submitted` after its own end) is another stream's
     and comes within the wait ends at that `submitted`, else at its own end (its own
     stream's next launch waits for it: the front end takes that one up after it ended).
-    Its own end is its start plus the scenario's record length with no
-    launch near (the median over records whose next `submitted` is more than ``most`` ns
-    after their end)."""
+    Its own end is its start plus the scenario's record length with no launch near (the
+    median over records whose next `submitted` is more than ``most`` ns after their
+    end)."""
     import bisect
     cases = []
     for name in scenarios:
@@ -591,8 +591,8 @@ def end_wait_ns(scenarios=END_WAIT_FIT, step=25, most=2000):
                      and r.get("submitted") is not None), key=lambda r: r["start"])
         launches = sorted((k["submitted"], k["stream"]) for k in ks)
         stamps = [t for t, _ in launches]
-        after = [bisect.bisect_right(stamps, k["start"]) for k in ks]
-        own = statistics.median(k["end"] - k["start"] for k, j in zip(ks, after)
+        next_of = [bisect.bisect_right(stamps, k["start"]) for k in ks]
+        own = statistics.median(k["end"] - k["start"] for k, j in zip(ks, next_of)
                                 if j == len(stamps) or stamps[j] - k["end"] > most)
         for k in ks:
             j = bisect.bisect_right(stamps, k["start"] + own)

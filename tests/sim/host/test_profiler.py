@@ -149,7 +149,8 @@ def test_a_kernel_does_not_end_behind_its_own_streams_next_launch(params):
     """The next launch of a kernel's own stream waits for it, so the front end takes it up
     after the kernel ended: a dependent chain's records keep their length, however long
     the wait (on the H200 its next `submitted` comes 0.96-1.7 us after a 5 us kernel's end,
-    which stays; probe chain_stream_ns5000)."""
+    which stays: scenario chain_stream_ns5000). Without the rule, a 2 us wait would move
+    every end to the next launch's `submitted`."""
     prog = streams("s") + [launch("s", 5000) for _ in range(40)] + [
         {"op": "stream_synchronize", "stream": "s"}]
     ends = {w: [(k["start"], k["end"]) for k in kernels(simulate(
