@@ -2,6 +2,7 @@
 the H200's trace beside gpufe's timeline of the same scenario.
 
     python bench/record_lengths.py [SCENARIO ...]
+    python bench/record_lengths.py graph_nodes10 chain_graph_gate dl_hostplain_b1_m100
 
 For each kernel record (CUPTI's start to end) it prints the median length (us) and the count,
 grouped two ways:
@@ -14,6 +15,13 @@ grouped two ways:
 - by its place in its channel's visit (a run of consecutive kernels on one channel): first,
   middle or last (a visit of one kernel counts as `only`). With several streams a channel
   (actgap A = 24), the H200's long record is the first of a visit and gpufe's the last.
+
+A graph's kernels (a scenario with graphs) are grouped a third way, by their node's place in
+its launch: `only` (a graph of one kernel), first, middle or last, with the median gap from
+the record before (into the middle nodes and into the last). On the H200 the first and last
+records are the long ones (graph_nodes10: 0.86, 0.64, 0.80 us; chain_graph_gate: 0.88, 0.70,
+0.90) and the gap into the last node of a 2-node graph is 0.29 us against 0.13 in longer
+ones (dl_hostplain_b1/b2_m100); gpufe's records are one length wherever the node is.
 
 Not a test: it says where a model and the H200 disagree, for the mechanism work it calls for
 (issue 42's CUPTI record rows); each scenario runs the compiled model once (threads_T8_sh0,
@@ -66,6 +74,25 @@ def by_visit(ks):
     return out
 
 
+def by_graph_place(records):
+    """({place of a graph node's kernel in its launch: its record lengths}, {"to_middle",
+    "to_last": gaps from the record before}); places: only, first, middle, last."""
+    launches = {}
+    for r in records:
+        if r.get("kind") == "kernel" and r.get("graph_id") and r.get("end") is not None:
+            launches.setdefault((r["graph_id"], r["corr"]), []).append(r)
+    lengths, gaps = {}, {}
+    for ks in launches.values():
+        ks.sort(key=lambda r: r["start"])
+        for i, k in enumerate(ks):
+            place = ("only" if len(ks) == 1 else "first" if i == 0
+                     else "last" if i == len(ks) - 1 else "middle")
+            lengths.setdefault(place, []).append(k["end"] - k["start"])
+            if i:
+                gaps.setdefault(f"to_{place}", []).append(k["start"] - ks[i - 1]["end"])
+    return lengths, gaps
+
+
 def row(groups, keys):
     return "  ".join(f"{k}: {statistics.median(groups[k]) / 1e3:5.2f} ({len(groups[k]):6d})"
                      if k in groups else f"{k}: {'-':>5s} ({0:6d})" for k in keys)
@@ -86,10 +113,15 @@ def main():
         result = simulate(load_workload(workload), scenario_params(name, params),
                           profiler="cupti", backend="compiled")
         print(name)
-        for label, ks in (("H200", kernels(read_fe_trace(trace))),
-                          ("gpufe", kernels(result.records))):
-            print(f"  {label:5s} by pending  {row(by_pending(ks), pend_keys)}")
-            print(f"  {label:5s} by visit    {row(by_visit(ks), visit_keys)}")
+        for label, records in (("H200", read_fe_trace(trace)), ("gpufe", result.records)):
+            ks = kernels(records)
+            if ks:
+                print(f"  {label:5s} by pending  {row(by_pending(ks), pend_keys)}")
+                print(f"  {label:5s} by visit    {row(by_visit(ks), visit_keys)}")
+            lengths, gaps = by_graph_place(records)
+            if lengths:
+                print(f"  {label:5s} graph place {row(lengths, visit_keys)}")
+                print(f"  {label:5s} graph gaps  {row(gaps, ['to_middle', 'to_last'])}")
 
 
 if __name__ == "__main__":
