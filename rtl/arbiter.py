@@ -63,12 +63,14 @@ class PriorityRoundRobin(wiring.Component):
         if levels > 1:
             ports["priority"] = In(data.ArrayLayout(bits_for(levels), n))
         super().__init__(ports)
+        #: the requesters after the last one served (none at first: the lowest goes first); a
+        #: register, an attribute so that the formal harness can state what it holds
+        self.above = Signal(n, name="above")
 
     def elaborate(self, platform):
         m = Module()
         n = self.n
-        # the requesters after the last one served (none at first: the lowest goes first)
-        above = Signal(n)
+        above = self.above
 
         # Keep only the requesters of the highest requesting level.
         if self.levels > 1:

@@ -57,8 +57,8 @@ class DoorbellRegisterFile(wiring.Component):
     may reuse ring and push-buffer space up to GP_GET.
 
     A write to a channel that does not exist, a GP_PUT outside the channel's ring, or a ring
-    size out of range sets a bit in STATUS (with the offending address) and changes nothing
-    else. Writing GPFIFO_ENTRIES_LOG2 empties the ring (GP_PUT = GP_GET = 0); writing 1 to STATE
+    size, priority level or TSG out of range sets a bit in STATUS (with the offending
+    address) and changes nothing else (proven: :mod:`gpufe.rtl.formal.doorbell`). Writing GPFIFO_ENTRIES_LOG2 empties the ring (GP_PUT = GP_GET = 0); writing 1 to STATE
     clears the channel's error and drops what its ring still holds (GP_GET = GP_PUT).
 
     Timing: one MMIO write a cycle, taking effect at the clock edge that takes it (``pending``
@@ -321,8 +321,13 @@ class DoorbellRegisterFile(wiring.Component):
                                          get_w.en.eq(1), get_w.data.eq(0), seg_left_w.en.eq(1),
                                          new_put.eq(0), new_get.eq(0), touched.eq(1)]
                     with m.Case(ChannelReg.PRIORITY):
-                        m.d.comb += prio_w.en.eq(1)
-                        move_to(prio_mask, w.data)
+                        # a level that does not exist would take the channel out of every
+                        # level's mask while its register kept the value's low bits
+                        with m.If(w.data >= cfg.priority_levels):
+                            flag(STATUS_BAD_VALUE)
+                        with m.Else():
+                            m.d.comb += prio_w.en.eq(1)
+                            move_to(prio_mask, w.data)
                     with m.Case(ChannelReg.TSG):
                         with m.If(w.data >= cfg.tsgs):
                             flag(STATUS_BAD_VALUE)

@@ -559,8 +559,8 @@ GLOBAL_PAGE = 0x8000
 class GlobalReg(enum.Enum, shape=5):
     """Global registers at MMIO dword index ``GLOBAL_PAGE + reg``."""
     STATUS = 0             # bit0 write to a missing channel, bit1 GP_PUT outside the ring,
-                           # bit2 bad ring size; bits 31:16 offending register address;
-                           # write 1s to clear bits 2:0
+                           # bit2 bad ring size, TSG or priority level; bits 31:16 the
+                           # offending register address; write 1s to clear bits 2:0
     ERROR_MASK = 1         # R: one bit per channel in ERROR (the first 32 channels)
     INTERRUPT = 2          # bit0 channel error, bit1 non-stall interrupt; write 1s to clear
     CHANNELS = 3           # R: number of hardware channels

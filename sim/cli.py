@@ -350,6 +350,33 @@ def cmd_build(args):
     return 0
 
 
+def cmd_prove(args):
+    from gpufe.rtl.formal import proofs_of, blocks
+    from gpufe.sim.prove import prove, report, ToolMissing
+    if args.list:
+        for p in proofs_of():
+            how = "k-induction" if p.mode == "prove" else "bounded"
+            print(f"{p.block}.{p.name:28s} {how}, depth {p.depth}; covers to "
+                  f"{p.cover_depth} cycles  [{p.sizes}]")
+        return 0
+    try:
+        chosen = proofs_of(args.blocks)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    check_out_dir("--vcd-dir", args.vcd_dir)
+    bad = 0
+    for proof in chosen:
+        try:
+            r = prove(proof, args.vcd_dir)
+        except ToolMissing as e:
+            raise UsageError(str(e)) from None
+        print(report(r), flush=True)
+        bad += not r.ok
+    print(f"{len(chosen) - bad} of {len(chosen)} proofs hold"
+          + (f"; {bad} do not" if bad else ""))
+    return 1 if bad else 0
+
+
 def cmd_synth(args):
     from gpufe.constraints.boards import board
     from gpufe.constraints import flow as synth
@@ -608,6 +635,16 @@ def main(argv=None):
     syn.add_argument("--check", action="store_true",
                      help="only elaborate the design and convert it (seconds, no tools run)")
     syn.set_defaults(func=cmd_synth)
+
+    prv = sub.add_parser("prove", help="prove the blocks' formal properties with SymbiYosys "
+                                       "(k-induction or bounded); a failure writes its "
+                                       "counterexample as a VCD")
+    prv.add_argument("blocks", nargs="*", metavar="BLOCK",
+                     help="blocks (or block.proof) to prove; default all (--list names them)")
+    prv.add_argument("--list", action="store_true", help="list the proofs and stop")
+    prv.add_argument("--vcd-dir", default=".",
+                     help="where a counterexample's VCD goes (default: here)")
+    prv.set_defaults(func=cmd_prove)
 
     args = parser.parse_args(argv)
     user_errors = _user_errors()

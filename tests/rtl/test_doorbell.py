@@ -325,6 +325,25 @@ def test_pbdma_put_and_priority_lookups_follow_the_resident_channels():
     simulate(dut, tb)
 
 
+def test_priority_level_out_of_range_is_refused():
+    # found by the formal proof (gpufe.rtl.formal.doorbell, one_level): the write took the
+    # channel out of every level's mask, so that no scheduler saw it again, while its
+    # PRIORITY register kept the value's low bits
+    dut = DoorbellRegisterFile(CFG)
+
+    async def tb(ctx):
+        await write(ctx, dut, mmio_channel(2, ChannelReg.PRIORITY), 1)
+        for bad in (CFG.priority_levels, CFG.priority_levels + 1, 0xFFFF_FFFF):
+            await write(ctx, dut, mmio_channel(2, ChannelReg.PRIORITY), bad)
+            assert ctx.get(dut.status) & 0xFF == STATUS_BAD_VALUE
+            assert ctx.get(dut.status) >> 16 == mmio_channel(2, ChannelReg.PRIORITY)
+            assert reg(ctx, dut, 2, ChannelReg.PRIORITY) == 1
+            assert list(ctx.get(dut.prio_mask)) == [ALL & ~0b100, 0b100, 0, 0]
+            await write(ctx, dut, mmio_global(GlobalReg.STATUS), 0xFF)
+
+    simulate(dut, tb)
+
+
 def test_channel_table_and_scheduler_registers():
     dut = DoorbellRegisterFile(CFG)
 
