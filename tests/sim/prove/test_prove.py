@@ -86,7 +86,7 @@ def test_cli_lists_and_proves_a_block(capsys, tmp_path):
 
 def test_cli_refuses_an_unknown_block(capsys):
     assert main(["prove", "fetcherx"]) == 2
-    assert "no proof named 'fetcherx'; blocks: arbiter, doorbell" in capsys.readouterr().err
+    assert "no proof named 'fetcherx'; blocks: arbiter, doorbell, fifo_sram" in capsys.readouterr().err
     with pytest.raises(ValueError):
         proofs_of(["fetcherx"])
 
