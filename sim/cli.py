@@ -356,7 +356,7 @@ def cmd_prove(args):
     if args.list:
         for p in proofs_of():
             how = "k-induction" if p.mode == "prove" else "bounded"
-            print(f"{p.block}.{p.name:28s} {how}, depth {p.depth}; covers to "
+            print(f"{p.block + '.' + p.name:32s} {how}, depth {p.depth}; covers to "
                   f"{p.cover_depth} cycles  [{p.sizes}]")
         return 0
     try:

@@ -84,8 +84,8 @@ class Proof:
 @functools.cache
 def all_proofs():
     """Every proof, block by block (each block's module lists its own, ``PROOFS``)."""
-    from . import arbiter, doorbell, fifo_sram
-    return tuple(arbiter.PROOFS + doorbell.PROOFS + fifo_sram.PROOFS)
+    from . import arbiter, doorbell, fifo_sram, pbdma
+    return tuple(arbiter.PROOFS + doorbell.PROOFS + fifo_sram.PROOFS + pbdma.PROOFS)
 
 
 def proofs_of(names=()):

@@ -172,8 +172,9 @@ def report(result):
            "bmc": f"bounded, {result.depth} cycles"}[result.mode]
     covers = [s for s in result.covers.values()]
     reached = sum(1 for s in covers if s is not None)
-    line = (f"{result.block}.{result.name:28s} {result.status.upper():7s} {result.properties} "
-            f"properties ({how}), {reached}/{len(covers)} covers reached, "
+    name = f"{result.block}.{result.name}"
+    line = (f"{name:32s} {result.status.upper():7s} {result.properties} properties ({how}), "
+            f"{reached}/{len(covers)} covers reached, "
             f"{result.seconds:.1f} s  [{result.sizes}]")
     lines = [line]
     if result.failed:
