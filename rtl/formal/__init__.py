@@ -2,10 +2,12 @@
 (:mod:`gpufe.rtl.arbiter` -> :mod:`gpufe.rtl.formal.arbiter`), proven by ``gpufe prove``
 (:mod:`gpufe.sim.prove`) with SymbiYosys.
 
-Each module holds a harness: an elaboratable that instantiates its block at small sizes, with
-every input free (a top-level port: the solver picks any value each cycle) unless an
-``assume`` restricts it, and states the block's properties on its outputs and, where a
-property needs history, on monitor registers of the harness's own. A property is named: the
+Each module holds a harness: an elaboratable that instantiates its block at small sizes
+(:func:`small_config`), with every input free (a top-level port of the harness, or
+``AnySeq``: the solver picks any value each cycle; ``AnyConst`` for a choice fixed for the
+whole run, such as the channel watched) unless an ``assume`` restricts it, and states the
+block's properties on its outputs and, where a property needs history, on monitor registers
+of the harness's own. A property is named: the
 name is what ``gpufe prove`` reports and what the counterexample's waveform shows as a signal
 (``assert_<name>``, ``cover_<name>``) beside the block's own.
 
@@ -20,11 +22,23 @@ from typing import Callable
 from amaranth import Signal
 from amaranth.hdl import Assert, Assume, Cover
 
-__all__ = ["Properties", "Proof", "all_proofs", "proofs_of", "blocks"]
+from ..config import FrontEndConfig
+
+__all__ = ["Properties", "Proof", "all_proofs", "proofs_of", "blocks", "small_config"]
 
 #: the prefix that tells a property's location in the solver's log (its source location is
 #: replaced by its name: a property made in a loop has one line for all its instances)
 TAG = "@"
+
+
+def small_config(**sizes):
+    """The front end's sizes for a proof: 4 channels, one PBDMA, 2 priority levels, 2 TSGs,
+    rings of up to 8 entries, a 64-dword FIFO, graph tables of 4; ``sizes`` changes those the
+    block's properties need otherwise."""
+    return FrontEndConfig(**{**dict(channels=4, pbdmas=1, tsgs=2, priority_levels=2,
+                                    gp_entries_log2_max=3, fifo_depth=64, slot_words=16,
+                                    dma_burst=16, syncpoints=4, graph_nodes_max=4,
+                                    graph_edges_max=4, graph_inflight_max=4), **sizes})
 
 
 class Properties:

@@ -6,19 +6,15 @@ channels, 2 priority levels, 2 TSGs and rings of up to 8 entries."""
 from amaranth import Elaboratable, Module, Signal, Cat, Const, ResetSignal
 from amaranth.asserts import AnyConst
 
-from ..config import FrontEndConfig
 from ..doorbell import DoorbellRegisterFile
 from ..layouts import (ChannelReg, GLOBAL_PAGE, STATUS_BAD_CHANNEL, STATUS_BAD_PUT,
                        STATUS_BAD_VALUE)
-from . import Properties, Proof
+from . import Properties, Proof, small_config
 
 __all__ = ["DoorbellHarness", "PROOFS", "SMALL_DOORBELL"]
 
 #: the sizes the properties are proven at
-SMALL_DOORBELL = FrontEndConfig(channels=4, pbdmas=1, tsgs=2, priority_levels=2,
-                                gp_entries_log2_max=3, fifo_depth=64, slot_words=16,
-                                dma_burst=16, syncpoints=4, graph_nodes_max=4,
-                                graph_edges_max=4, graph_inflight_max=4)
+SMALL_DOORBELL = small_config()
 
 
 class DoorbellHarness(Elaboratable):

@@ -7,17 +7,14 @@ when a second arrives)."""
 from amaranth import Elaboratable, Module, Signal, Array, ResetSignal
 from amaranth.asserts import AnyConst
 
-from ..config import FrontEndConfig
 from ..fifo_sram import PartitionedFifo, AllocState
-from . import Properties, Proof
+from . import Properties, Proof, small_config
 
 __all__ = ["FifoHarness", "PROOFS", "SMALL_FIFO"]
 
 #: the sizes the properties are checked at: three partitions competing for four slots, so
 #: that shares change as PBDMAs come and go
-SMALL_FIFO = FrontEndConfig(channels=4, pbdmas=3, fifo_depth=4, slot_words=1, dma_burst=2,
-                            syncpoints=4, graph_nodes_max=4, graph_edges_max=4,
-                            graph_inflight_max=4)
+SMALL_FIFO = small_config(pbdmas=3, fifo_depth=4, slot_words=1, dma_burst=2)
 
 
 class FifoHarness(Elaboratable):

@@ -6,17 +6,13 @@ from amaranth import Elaboratable, Module, Signal, Const, ResetSignal, Value
 from amaranth.asserts import AnySeq
 from amaranth.lib import wiring
 
-from ..config import FrontEndConfig
 from ..pbdma import PbdmaUnits, PbdmaState
-from . import Properties, Proof
+from . import Properties, Proof, small_config
 
 __all__ = ["PbdmaHarness", "PROOFS", "SMALL_PBDMA"]
 
 #: the sizes the properties are proven at
-SMALL_PBDMA = FrontEndConfig(channels=4, pbdmas=2, pbdma_segments=2, priority_levels=2,
-                             gp_entries_log2_max=3, fifo_depth=64, slot_words=16,
-                             dma_burst=16, syncpoints=4, graph_nodes_max=4,
-                             graph_edges_max=4, graph_inflight_max=4)
+SMALL_PBDMA = small_config(pbdmas=2, pbdma_segments=2)
 
 
 class PbdmaHarness(Elaboratable):

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufe.rtl.formal import TAG, proofs_of
+from gpufe.rtl.formal import TAG
 
-__all__ = ["Result", "prove", "tools", "ToolMissing"]
+__all__ = ["Result", "prove", "report", "tools", "ToolMissing"]
 
 #: the solver the engines use
 SOLVER = "yices"
@@ -91,9 +91,10 @@ _REACHED = re.compile(r"Reached cover statement (?:in step (\d+) )?at \S+: "
                       + re.escape(TAG) + r"(\S+?):0(?: in step (\d+))?")
 
 
-def _sby_file(proof, task_mode):
+def _sby_file(proof):
+    """The SymbiYosys job: the properties' task and the covers' task, on ``top.il``."""
     lines = ["[tasks]", "props", "cover", "", "[options]",
-             f"props: mode {task_mode}", f"props: depth {proof.depth}",
+             f"props: mode {proof.mode}", f"props: depth {proof.depth}",
              "cover: mode cover", f"cover: depth {proof.cover_depth}", "multiclock off", "",
              "[engines]", f"smtbmc {SOLVER}", "", "[script]", "read_rtlil top.il",
              "prep -top top", "", "[files]", "top.il", ""]
@@ -103,6 +104,48 @@ def _sby_file(proof, task_mode):
 def _log(task_dir):
     f = task_dir / "logfile.txt"
     return f.read_text() if f.exists() else ""
+
+
+def _names(pattern, log):
+    """The property names (block prefix dropped) a log's lines of ``pattern`` carry."""
+    return sorted({m.group(1).split(".", 1)[1] for m in pattern.finditer(log)})
+
+
+def _failing_step(log):
+    steps = [int(s) for s in _STEP.findall(log)]
+    if not steps and "BMC failed!" in log:
+        # the summary leaves the step out when it is the first: the last one checked
+        steps = [int(s) for s in _CHECKING.findall(log[:log.index("BMC failed!")])][-1:]
+    return min(steps) if steps else None
+
+
+def _read_verdict(result, work, mode):
+    """Fill ``result`` from the properties' task in ``work``; the trace to keep, or None."""
+    task = work / "job_props"
+    log = _log(task)
+    status = (task / "status").read_text().split()[:1] if (task / "status").exists() else []
+    status = status[0] if status else "ERROR"
+    if status == "PASS":
+        result.status = "proven" if mode == "prove" else "holds"
+        return None
+    if status == "FAIL":
+        result.status, result.failed, result.step = "failed", _names(_FAILED, log), \
+            _failing_step(log)
+        return task / "engine_0" / "trace.vcd"
+    if status == "UNKNOWN":
+        result.status, result.failed = "open", _names(_FAILED, log)
+        return task / "engine_0" / "trace_induct.vcd"
+    result.status = "error"
+    return None
+
+
+def _read_covers(work, names):
+    """Each cover's name -> the step it was first reached (None: not within the depth)."""
+    reached = {}
+    for m in _REACHED.finditer(_log(work / "job_cover")):
+        step = m.group(1) or m.group(3)
+        reached.setdefault(m.group(2).split(".", 1)[1], int(step) if step else None)
+    return {name: reached.get(name) for name in names}
 
 
 def prove(proof, vcd_dir=None, keep=None):
@@ -122,43 +165,18 @@ def prove(proof, vcd_dir=None, keep=None):
     try:
         work.mkdir(parents=True, exist_ok=True)
         (work / "top.il").write_text(text)
-        (work / "job.sby").write_text(_sby_file(proof, proof.mode))
+        (work / "job.sby").write_text(_sby_file(proof))
         run = subprocess.run([sby, "--yosys", yosys, "--smtbmc", smtbmc, "-f", "job.sby"],
                              cwd=work, env=env, capture_output=True, text=True)
-        props_dir, cover_dir = work / "job_props", work / "job_cover"
-        log, cover_log = _log(props_dir), _log(cover_dir)
-        status = ((props_dir / "status").read_text().split() or ["ERROR"])[0] \
-            if (props_dir / "status").exists() else "ERROR"
-        reached = {}
-        for m in _REACHED.finditer(cover_log):
-            step = m.group(1) or m.group(3)
-            name = m.group(2).split(".", 1)[1]
-            reached.setdefault(name, int(step) if step else None)
-        result.covers = {name: reached.get(name) for name in props.names["cover"]}
-        trace = None
-        if status == "PASS":
-            result.status = "proven" if proof.mode == "prove" else "holds"
-        elif status == "FAIL":
-            result.status = "failed"
-            result.failed = sorted({m.group(1).split(".", 1)[1] for m in _FAILED.finditer(log)})
-            steps = [int(s) for s in _STEP.findall(log)]
-            if not steps and "BMC failed!" in log:
-                # the summary leaves out the step when it is the first: the last one checked
-                steps = [int(s) for s in _CHECKING.findall(log[:log.index("BMC failed!")])][-1:]
-            result.step = min(steps) if steps else None
-            trace = props_dir / "engine_0" / "trace.vcd"
-        elif status == "UNKNOWN":
-            result.status = "open"
-            result.failed = sorted({m.group(1).split(".", 1)[1] for m in _FAILED.finditer(log)})
-            trace = props_dir / "engine_0" / "trace_induct.vcd"
-        else:
-            result.detail = (run.stdout + run.stderr).strip().splitlines()[-5:]
-            result.detail = " / ".join(result.detail) or f"SymbiYosys exited {run.returncode}"
+        trace = _read_verdict(result, work, proof.mode)
+        result.covers = _read_covers(work, props.names["cover"])
+        if result.status == "error":
+            tail = (run.stdout + run.stderr).strip().splitlines()[-5:]
+            result.detail = " / ".join(tail) or f"SymbiYosys exited {run.returncode}"
         if trace is not None and trace.exists():
-            out = Path(vcd_dir or ".") / f"{proof.block}.{proof.name}.vcd"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(trace, out)
-            result.vcd = out
+            result.vcd = Path(vcd_dir or ".") / f"{proof.block}.{proof.name}.vcd"
+            result.vcd.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(trace, result.vcd)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -170,7 +188,7 @@ def report(result):
     """One line (and a line per problem) of a result, as ``gpufe prove`` prints it."""
     how = {"prove": f"k-induction, depth {result.depth}",
            "bmc": f"bounded, {result.depth} cycles"}[result.mode]
-    covers = [s for s in result.covers.values()]
+    covers = list(result.covers.values())
     reached = sum(1 for s in covers if s is not None)
     name = f"{result.block}.{result.name}"
     line = (f"{name:32s} {result.status.upper():7s} {result.properties} properties ({how}), "
@@ -188,14 +206,3 @@ def report(result):
     if result.status == "error":
         lines.append(f"    {result.detail}")
     return "\n".join(lines)
-
-
-def prove_blocks(names=(), vcd_dir=None, out=print):
-    """Prove the named blocks' properties (all when none), printing each result; the
-    results."""
-    results = []
-    for proof in proofs_of(names):
-        r = prove(proof, vcd_dir)
-        out(report(r))
-        results.append(r)
-    return results
