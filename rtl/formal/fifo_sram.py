@@ -94,9 +94,10 @@ class FifoHarness(Elaboratable):
                          moved.eq(0)]
         with m.Elif(following & popping_k):
             with m.If(ahead == 0):
-                m.d.sync += [following.eq(0), done.eq(1), taken.eq(1)]
+                m.d.sync += [following.eq(0), done.eq(1)]
             with m.Else():
                 m.d.sync += ahead.eq(ahead - 1)
+        # the cycle after the pop that takes it: its dword is on read_data
         m.d.sync += taken.eq(following & popping_k & (ahead == 0))
         with m.If(following & (dut.alloc_state == AllocState.COMMIT)):
             m.d.sync += moved.eq(1)
